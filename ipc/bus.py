@@ -1,0 +1,119 @@
+"""ZeroMQ sockets between the parent and its workers.
+
+Two channels, both ``ipc://`` sockets in the run dir (the dir is 0700, each
+socket file 0600; nothing listens on TCP):
+
+- ``bus.sock``: parent ROUTER, workers DEALER. Everything a worker says (hello,
+  heartbeats, facts) and the parent's direct replies (snapshots) go here; the
+  ROUTER identity (``<name>/<pid>``) tells the parent who spoke.
+- ``events.sock``: parent PUB, workers SUB. Broadcasts with a sequence number per
+  message, so a subscriber can tell it missed one and ask for a snapshot.
+
+Every socket has LINGER 0 (a dead peer must never hang ``close``), and each process
+makes its own context after it was forked.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import zmq
+
+from pkletd.ipc.codec import BadMessage, Envelope, decode, encode
+from pkletd.ipc.messages import Message
+
+BUS_SOCKET = "bus.sock"
+EVENTS_SOCKET = "events.sock"
+PARENT = "supervisor"
+
+
+def _endpoint(run_dir: Path, name: str) -> str:
+    endpoint = f"ipc://{run_dir / name}"
+    if len(endpoint.encode()) - len("ipc://") > 107:
+        raise ValueError(f"run dir {run_dir} is too long for an ipc:// socket path")
+    return endpoint
+
+
+class ParentBus:
+    """The parent's end: ROUTER for worker traffic, PUB for broadcasts."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self._ctx = zmq.Context()
+        self.router = self._bind(zmq.ROUTER, run_dir, BUS_SOCKET)
+        self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self.pub = self._bind(zmq.PUB, run_dir, EVENTS_SOCKET)
+        self.pub.setsockopt(zmq.SNDHWM, 100_000)
+        self.seq = 0
+
+    def _bind(self, kind: int, run_dir: Path, name: str) -> zmq.Socket[bytes]:
+        path = run_dir / name
+        path.unlink(missing_ok=True)
+        sock: zmq.Socket[bytes] = self._ctx.socket(kind)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.bind(_endpoint(run_dir, name))
+        os.chmod(path, 0o600)
+        return sock
+
+    def receive(self) -> tuple[bytes, Envelope]:
+        """One waiting frame from a worker; raises BadMessage for garbage."""
+        parts = self.router.recv_multipart(zmq.NOBLOCK)
+        if len(parts) != 2:
+            raise BadMessage(f"{len(parts)}-part frame from {parts[0]!r}")
+        return parts[0], decode(parts[1])
+
+    def reply(self, identity: bytes, message: Message) -> bool:
+        """Send to one worker; False if it is gone."""
+        frame = encode(message, PARENT, self.seq, time.monotonic())
+        try:
+            self.router.send_multipart([identity, frame], zmq.NOBLOCK)
+        except zmq.ZMQError:
+            return False
+        return True
+
+    def publish(self, message: Message) -> int:
+        self.seq += 1
+        frame = encode(message, PARENT, self.seq, time.monotonic())
+        self.pub.send_multipart([message.kind.encode(), frame])
+        return self.seq
+
+    def close(self) -> None:
+        self.router.close()
+        self.pub.close()
+        self._ctx.term()
+
+
+class WorkerBus:
+    """A worker's end: DEALER to the parent, SUB to its broadcasts."""
+
+    def __init__(self, run_dir: Path, name: str) -> None:
+        self.name = name
+        self._ctx = zmq.Context()
+        self.dealer: zmq.Socket[bytes] = self._ctx.socket(zmq.DEALER)
+        self.dealer.setsockopt(zmq.LINGER, 0)
+        self.dealer.setsockopt(zmq.IDENTITY, f"{name}/{os.getpid()}".encode())
+        self.dealer.connect(_endpoint(run_dir, BUS_SOCKET))
+        self.sub: zmq.Socket[bytes] = self._ctx.socket(zmq.SUB)
+        self.sub.setsockopt(zmq.LINGER, 0)
+        self.sub.setsockopt(zmq.RCVHWM, 100_000)
+        self.sub.setsockopt(zmq.SUBSCRIBE, b"")
+        self.sub.connect(_endpoint(run_dir, EVENTS_SOCKET))
+        self._sent = 0
+
+    def send(self, message: Message) -> None:
+        self._sent += 1
+        frame = encode(message, self.name, self._sent, time.monotonic())
+        self.dealer.send(frame, zmq.NOBLOCK)
+
+    def receive_direct(self) -> Envelope:
+        return decode(self.dealer.recv(zmq.NOBLOCK))
+
+    def receive_broadcast(self) -> Envelope:
+        _topic, frame = self.sub.recv_multipart(zmq.NOBLOCK)
+        return decode(frame)
+
+    def close(self) -> None:
+        self.dealer.close()
+        self.sub.close()
+        self._ctx.term()

@@ -1,0 +1,120 @@
+"""The bus wire format: a msgpack array per message, never pickle.
+
+    [schema_version, kind, sender, seq, monotonic_time, body]
+
+``body`` is a map of the message's fields. Decoding is strict: a wrong schema
+version, an unknown kind, an unknown or missing field, or a field of the wrong
+type raises ``BadMessage`` naming the sender, the kind and the field, so a
+receiver can log one precise line and drop the frame.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from pkletd.ipc.messages import MESSAGES, SCHEMA_VERSION, Message
+
+
+class BadMessage(ValueError):
+    """A frame that is not a valid pkletd message."""
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    sender: str
+    seq: int
+    sent_at: float
+    message: Message
+
+
+def encode(message: Message, sender: str, seq: int, sent_at: float) -> bytes:
+    body = {f.name: getattr(message, f.name) for f in dataclasses.fields(message)}
+    frame = [SCHEMA_VERSION, message.kind, sender, seq, sent_at, body]
+    return msgpack.packb(frame, use_bin_type=True)  # type: ignore[no-any-return]
+
+
+def decode(frame: bytes) -> Envelope:
+    try:
+        raw = msgpack.unpackb(frame, raw=False, strict_map_key=True)
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise BadMessage(f"undecodable frame of {len(frame)} bytes: {exc}") from exc
+    if not isinstance(raw, list) or len(raw) != 6:
+        raise BadMessage("frame is not a 6-element envelope")
+    version, kind, sender, seq, sent_at, body = raw
+    if not isinstance(sender, str):
+        raise BadMessage("envelope field sender: not a string")
+    if version != SCHEMA_VERSION:
+        raise BadMessage(f"from {sender}: schema version {version!r}, want {SCHEMA_VERSION}")
+    if not isinstance(seq, int) or not isinstance(sent_at, (int, float)):
+        raise BadMessage(f"from {sender}: bad seq or time in envelope")
+    cls = MESSAGES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise BadMessage(f"from {sender}: unknown kind {kind!r}")
+    if not isinstance(body, dict):
+        raise BadMessage(f"from {sender}: {kind} body is not a map")
+    return Envelope(sender, seq, float(sent_at), _build(cls, body, sender))
+
+
+def _build(cls: type[Message], body: dict[str, Any], sender: str) -> Message:
+    hints = _hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for name in body:
+        if name not in fields:
+            raise BadMessage(f"from {sender}: {cls.kind} has no field {name!r}")
+    for name, f in fields.items():
+        if name not in body:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise BadMessage(f"from {sender}: {cls.kind} field {name!r} is missing")
+            continue
+        if not _conforms(body[name], hints[name]):
+            raise BadMessage(
+                f"from {sender}: {cls.kind} field {name!r}: "
+                f"{type(body[name]).__name__} is not {_type_name(hints[name])}"
+            )
+    return cls(**body)
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type[Message]) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _conforms(value: Any, hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return True
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if origin is list:
+        (item,) = typing.get_args(hint)
+        return isinstance(value, list) and all(_conforms(v, item) for v in value)
+    if origin is dict:
+        key, item = typing.get_args(hint)
+        return isinstance(value, dict) and all(
+            _conforms(k, key) and _conforms(v, item) for k, v in value.items()
+        )
+    if origin in (typing.Union, types.UnionType):
+        return any(_conforms(value, arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    raise TypeError(f"message field type {hint!r} is not supported by the codec")
+
+
+def _type_name(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint)

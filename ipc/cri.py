@@ -1,0 +1,323 @@
+"""A typed client for the CRI runtime.v1 API (RuntimeService and ImageService).
+
+The only module that touches the generated stubs. Everything else in pkletd sees
+plain frozen dataclasses (``SandboxSpec`` in, ``SandboxInfo`` out, ...), so the
+rest of the code is independent of protobuf and easy to fake. Each process makes
+its own ``CriRuntime`` after it was forked: a gRPC channel never crosses a fork.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, NewType
+
+import grpc
+from cri_api.v1 import api_pb2 as pb
+from cri_api.v1 import api_pb2_grpc as pb_grpc
+
+ContainerID = NewType("ContainerID", str)
+SandboxID = NewType("SandboxID", str)
+
+POD_UID_LABEL = "io.kubernetes.pod.uid"
+
+
+class ContainerState(enum.Enum):
+    CREATED = "created"
+    RUNNING = "running"
+    EXITED = "exited"
+    UNKNOWN = "unknown"
+
+
+class SandboxState(enum.Enum):
+    READY = "ready"
+    NOTREADY = "notready"
+
+
+_CONTAINER_STATES = {
+    pb.CONTAINER_CREATED: ContainerState.CREATED,
+    pb.CONTAINER_RUNNING: ContainerState.RUNNING,
+    pb.CONTAINER_EXITED: ContainerState.EXITED,
+    pb.CONTAINER_UNKNOWN: ContainerState.UNKNOWN,
+}
+
+
+class CriError(RuntimeError):
+    """A CRI call failed; ``code`` is the gRPC status code name."""
+
+    def __init__(self, method: str, target: str, code: str, detail: str) -> None:
+        super().__init__(f"{method} {target}: {code}: {detail}")
+        self.method = method
+        self.code = code
+        self.detail = detail
+
+    @property
+    def not_found(self) -> bool:
+        return self.code == "NOT_FOUND"
+
+
+@dataclass(frozen=True, slots=True)
+class PortSpec:
+    container_port: int
+    host_port: int = 0
+    protocol: str = "TCP"
+    host_ip: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxSpec:
+    name: str
+    namespace: str
+    uid: str
+    attempt: int
+    hostname: str
+    log_directory: str
+    host_network: bool
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    ports: tuple[PortSpec, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerSpec:
+    name: str
+    attempt: int
+    image: str
+    log_path: str
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    working_dir: str = ""
+    env: tuple[tuple[str, str], ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxInfo:
+    id: SandboxID
+    name: str
+    namespace: str
+    uid: str
+    attempt: int
+    state: SandboxState
+    created_at: int
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    ip: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerInfo:
+    """A container as listed; the ``status_*`` fields come from ContainerStatus."""
+
+    id: ContainerID
+    sandbox_id: SandboxID
+    name: str
+    attempt: int
+    state: ContainerState
+    created_at: int
+    image: str
+    image_ref: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    started_at: int = 0
+    finished_at: int = 0
+    exit_code: int = 0
+    reason: str = ""
+    message: str = ""
+
+    @property
+    def pod_uid(self) -> str:
+        return self.labels.get(POD_UID_LABEL, "")
+
+
+class CriRuntime:
+    """The real runtime, over gRPC on a unix socket."""
+
+    def __init__(self, endpoint: str, timeout: float) -> None:
+        self._channel = grpc.insecure_channel(endpoint)
+        self._runtime = pb_grpc.RuntimeServiceStub(self._channel)
+        self._images = pb_grpc.ImageServiceStub(self._channel)
+        self._timeout = timeout
+        self.endpoint = endpoint
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def _call(self, stub: Any, method: str, request: Any, target: str, timeout: float = 0) -> Any:
+        try:
+            return getattr(stub, method)(request, timeout=timeout or self._timeout)
+        except grpc.RpcError as exc:
+            raise CriError(method, target, exc.code().name, exc.details() or "") from exc
+
+    # --- reading ---------------------------------------------------------------------
+
+    def version(self) -> str:
+        reply = self._call(self._runtime, "Version", pb.VersionRequest(), "runtime")
+        return f"{reply.runtime_name} {reply.runtime_version}"
+
+    def list_sandboxes(self, pod_uid: str = "") -> list[SandboxInfo]:
+        selector = {POD_UID_LABEL: pod_uid} if pod_uid else {}
+        request = pb.ListPodSandboxRequest(filter=pb.PodSandboxFilter(label_selector=selector))
+        reply = self._call(self._runtime, "ListPodSandbox", request, f"pod={pod_uid or '*'}")
+        return [_sandbox_info(s) for s in reply.items]
+
+    def sandbox_status(self, sandbox_id: SandboxID) -> SandboxInfo:
+        request = pb.PodSandboxStatusRequest(pod_sandbox_id=sandbox_id)
+        reply = self._call(self._runtime, "PodSandboxStatus", request, f"sandbox={sandbox_id}")
+        status = reply.status
+        info = _sandbox_info(status)
+        return dataclasses.replace(info, ip=status.network.ip)
+
+    def list_containers(self, pod_uid: str = "") -> list[ContainerInfo]:
+        selector = {POD_UID_LABEL: pod_uid} if pod_uid else {}
+        request = pb.ListContainersRequest(filter=pb.ContainerFilter(label_selector=selector))
+        reply = self._call(self._runtime, "ListContainers", request, f"pod={pod_uid or '*'}")
+        return [_container_info(c, c.pod_sandbox_id) for c in reply.containers]
+
+    def container_status(self, listed: ContainerInfo) -> ContainerInfo:
+        request = pb.ContainerStatusRequest(container_id=listed.id)
+        reply = self._call(self._runtime, "ContainerStatus", request, f"container={listed.id}")
+        s = reply.status
+        return dataclasses.replace(
+            _container_info(s, listed.sandbox_id),
+            started_at=s.started_at,
+            finished_at=s.finished_at,
+            exit_code=s.exit_code,
+            reason=s.reason,
+            message=s.message,
+        )
+
+    def image_ref(self, image: str) -> str:
+        """The image's id if the runtime has it, else ""."""
+        request = pb.ImageStatusRequest(image=pb.ImageSpec(image=image))
+        reply = self._call(self._images, "ImageStatus", request, f"image={image}")
+        return str(reply.image.id) if reply.HasField("image") else ""
+
+    # --- writing (the parent only) ----------------------------------------------
+
+    def pull_image(self, image: str, sandbox: SandboxSpec) -> str:
+        request = pb.PullImageRequest(image=pb.ImageSpec(image=image), sandbox_config=_sandbox_config(sandbox))
+        reply = self._call(self._images, "PullImage", request, f"image={image}")
+        return str(reply.image_ref)
+
+    def run_sandbox(self, spec: SandboxSpec) -> SandboxID:
+        request = pb.RunPodSandboxRequest(config=_sandbox_config(spec))
+        reply = self._call(self._runtime, "RunPodSandbox", request, _pod_target(spec))
+        return SandboxID(reply.pod_sandbox_id)
+
+    def stop_sandbox(self, sandbox_id: SandboxID) -> None:
+        request = pb.StopPodSandboxRequest(pod_sandbox_id=sandbox_id)
+        self._call(self._runtime, "StopPodSandbox", request, f"sandbox={sandbox_id}")
+
+    def remove_sandbox(self, sandbox_id: SandboxID) -> None:
+        request = pb.RemovePodSandboxRequest(pod_sandbox_id=sandbox_id)
+        self._call(self._runtime, "RemovePodSandbox", request, f"sandbox={sandbox_id}")
+
+    def create_container(
+        self, sandbox_id: SandboxID, spec: ContainerSpec, sandbox: SandboxSpec
+    ) -> ContainerID:
+        request = pb.CreateContainerRequest(
+            pod_sandbox_id=sandbox_id,
+            config=_container_config(spec),
+            sandbox_config=_sandbox_config(sandbox),
+        )
+        target = f"{_pod_target(sandbox)} container={spec.name}"
+        reply = self._call(self._runtime, "CreateContainer", request, target)
+        return ContainerID(reply.container_id)
+
+    def start_container(self, container_id: ContainerID) -> None:
+        request = pb.StartContainerRequest(container_id=container_id)
+        self._call(self._runtime, "StartContainer", request, f"container={container_id}")
+
+    def stop_container(self, container_id: ContainerID, grace_s: int) -> None:
+        request = pb.StopContainerRequest(container_id=container_id, timeout=grace_s)
+        # The runtime may take the whole grace period: give the call that much more.
+        self._call(
+            self._runtime,
+            "StopContainer",
+            request,
+            f"container={container_id}",
+            timeout=self._timeout + grace_s,
+        )
+
+    def remove_container(self, container_id: ContainerID) -> None:
+        request = pb.RemoveContainerRequest(container_id=container_id)
+        self._call(self._runtime, "RemoveContainer", request, f"container={container_id}")
+
+
+def _pod_target(spec: SandboxSpec) -> str:
+    return f"pod={spec.namespace}/{spec.name}"
+
+
+def _sandbox_info(s: Any) -> SandboxInfo:
+    state = SandboxState.READY if s.state == pb.SANDBOX_READY else SandboxState.NOTREADY
+    return SandboxInfo(
+        id=SandboxID(s.id),
+        name=s.metadata.name,
+        namespace=s.metadata.namespace,
+        uid=s.metadata.uid,
+        attempt=s.metadata.attempt,
+        state=state,
+        created_at=s.created_at,
+        labels=dict(s.labels),
+        annotations=dict(s.annotations),
+    )
+
+
+def _container_info(c: Any, sandbox_id: str) -> ContainerInfo:
+    return ContainerInfo(
+        id=ContainerID(c.id),
+        sandbox_id=SandboxID(sandbox_id),
+        name=c.metadata.name,
+        attempt=c.metadata.attempt,
+        state=_CONTAINER_STATES.get(c.state, ContainerState.UNKNOWN),
+        created_at=c.created_at,
+        image=c.image.image,
+        image_ref=c.image_ref,
+        labels=dict(c.labels),
+        annotations=dict(c.annotations),
+    )
+
+
+def _sandbox_config(spec: SandboxSpec) -> Any:
+    network = pb.NODE if spec.host_network else pb.POD
+    return pb.PodSandboxConfig(
+        metadata=pb.PodSandboxMetadata(
+            name=spec.name, namespace=spec.namespace, uid=spec.uid, attempt=spec.attempt
+        ),
+        hostname=spec.hostname,
+        log_directory=spec.log_directory,
+        labels=dict(spec.labels),
+        annotations=dict(spec.annotations),
+        port_mappings=[
+            pb.PortMapping(
+                protocol=pb.Protocol.Value(p.protocol),
+                container_port=p.container_port,
+                host_port=p.host_port,
+                host_ip=p.host_ip,
+            )
+            for p in spec.ports
+        ],
+        linux=pb.LinuxPodSandboxConfig(
+            security_context=pb.LinuxSandboxSecurityContext(
+                namespace_options=pb.NamespaceOption(network=network, pid=pb.CONTAINER, ipc=pb.POD)
+            )
+        ),
+    )
+
+
+def _container_config(spec: ContainerSpec) -> Any:
+    return pb.ContainerConfig(
+        metadata=pb.ContainerMetadata(name=spec.name, attempt=spec.attempt),
+        image=pb.ImageSpec(image=spec.image),
+        command=list(spec.command),
+        args=list(spec.args),
+        working_dir=spec.working_dir,
+        envs=[pb.KeyValue(key=k, value=v) for k, v in spec.env],
+        labels=dict(spec.labels),
+        annotations=dict(spec.annotations),
+        log_path=spec.log_path,
+    )

@@ -1,0 +1,180 @@
+"""Every message that crosses the bus, as frozen dataclasses.
+
+Naming: facts are past tense (``ContainerStarted`` is a PLEG fact), commands are
+imperative, request/reply pairs end in ``Request``/``Reply``. Bodies hold plain
+data only (str, int, float, bool, lists and dicts of those), so msgpack carries
+them without any custom types. Pods travel as Kubernetes API JSON dicts.
+
+Adding a message: define it here and add it to ``MESSAGES``; the round-trip test
+covers it automatically. Changing a field of an existing message: bump
+``SCHEMA_VERSION``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+# Runtime objects in ``Snapshot.containers``: container ids as they are, sandbox
+# ids behind this prefix.
+SANDBOX_PREFIX = "sandbox:"
+
+
+# --- worker -> parent: lifecycle -------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    """A worker process connected and asks for a snapshot of the node state."""
+
+    kind = "Hello"
+    worker: str
+    pid: int
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRequest:
+    """A worker saw a gap in broadcast sequence numbers and wants state again."""
+
+    kind = "SnapshotRequest"
+    worker: str
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerReady:
+    """A worker applied its snapshot and is serving."""
+
+    kind = "WorkerReady"
+    worker: str
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """A worker's main loop is alive."""
+
+    kind = "Heartbeat"
+    worker: str
+
+
+# --- worker -> parent: facts -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PodsListed:
+    """A pod source read all of its pods: the full desired set for that source."""
+
+    kind = "PodsListed"
+    source: str
+    pods: list[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestRejected:
+    """A pod source could not use one manifest; the other pods go on."""
+
+    kind = "ManifestRejected"
+    source: str
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class PodLifecycleEvent:
+    """PLEG saw a container or sandbox change state without the parent's action.
+
+    ``event`` is one of ContainerStarted, ContainerDied, ContainerRemoved,
+    SandboxChanged (the kubelet's PodLifecycleEventType names).
+    """
+
+    kind = "PodLifecycleEvent"
+    pod_uid: str
+    event: str
+    object_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RelistCompleted:
+    """PLEG finished one relist of the runtime."""
+
+    kind = "RelistCompleted"
+    duration_s: float
+    containers: int
+
+
+# --- parent -> worker ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The node state a (re)started worker begins from.
+
+    ``seq`` is the sequence number of the last broadcast folded into this
+    snapshot; broadcasts with a higher number follow. ``containers`` maps container
+    and sandbox ids to the state the parent last saw ("running", "exited", ...).
+    """
+
+    kind = "Snapshot"
+    seq: int
+    pods: list[dict[str, Any]]
+    containers: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class PodStatusUpdated:
+    """Broadcast: a pod (with its status) as the parent now reports it."""
+
+    kind = "PodStatusUpdated"
+    pod: dict[str, Any]
+    containers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PodForgotten:
+    """Broadcast: the parent no longer has this pod (removed and cleaned up)."""
+
+    kind = "PodForgotten"
+    uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class ParentAlive:
+    """Broadcast: the parent's sync loop ran; feeds the syncloop health check."""
+
+    kind = "ParentAlive"
+    sync_loop_ok: bool
+
+
+Message = (
+    Hello
+    | SnapshotRequest
+    | WorkerReady
+    | Heartbeat
+    | PodsListed
+    | ManifestRejected
+    | PodLifecycleEvent
+    | RelistCompleted
+    | Snapshot
+    | PodStatusUpdated
+    | PodForgotten
+    | ParentAlive
+)
+
+MESSAGES: dict[str, type[Message]] = {
+    cls.kind: cls
+    for cls in (
+        Hello,
+        SnapshotRequest,
+        WorkerReady,
+        Heartbeat,
+        PodsListed,
+        ManifestRejected,
+        PodLifecycleEvent,
+        RelistCompleted,
+        Snapshot,
+        PodStatusUpdated,
+        PodForgotten,
+        ParentAlive,
+    )
+}

@@ -1,0 +1,233 @@
+"""The Pod wire format (Kubernetes API JSON), parsed into typed, frozen objects.
+
+``parse_pod`` checks every field pkletd acts on and raises ``InvalidPod`` with the
+field path (``spec.containers[1].image: required value``), as the API server's
+validation would. Fields pkletd does not act on yet are carried in ``raw`` and
+ignored. Pods travel over the bus as their ``raw`` dicts, and the receiver
+parses them again: a bus peer is not trusted either.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+RESTART_POLICIES = ("Always", "OnFailure", "Never")
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+DEFAULT_GRACE_S = 30
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+
+
+class InvalidPod(ValueError):
+    """A pod manifest that cannot be run; the message starts with the field path."""
+
+
+@dataclass(frozen=True, slots=True)
+class Port:
+    container_port: int
+    host_port: int
+    protocol: str
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    name: str
+    image: str
+    command: tuple[str, ...]
+    args: tuple[str, ...]
+    working_dir: str
+    env: tuple[tuple[str, str], ...]
+    ports: tuple[Port, ...]
+    image_pull_policy: str
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    uid: str
+    name: str
+    namespace: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    containers: tuple[Container, ...]
+    restart_policy: str
+    host_network: bool
+    grace_period_s: int
+    raw: dict[str, Any]
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def parse_pod(raw: Any) -> Pod:
+    obj = _mapping(raw, "")
+    if obj.get("apiVersion", "v1") != "v1":
+        raise InvalidPod(f"apiVersion: must be v1, got {obj.get('apiVersion')!r}")
+    if obj.get("kind", "Pod") != "Pod":
+        raise InvalidPod(f"kind: must be Pod, got {obj.get('kind')!r}")
+    meta = _mapping(obj.get("metadata"), "metadata")
+    spec = _mapping(obj.get("spec"), "spec")
+    name = _name(meta.get("name"), "metadata.name", _DNS_SUBDOMAIN, 253)
+    namespace = _name(meta.get("namespace", "default"), "metadata.namespace", _DNS_LABEL, 63)
+    containers = _containers(spec.get("containers"))
+    return Pod(
+        uid=_string(meta.get("uid", ""), "metadata.uid"),
+        name=name,
+        namespace=namespace,
+        labels=_string_map(meta.get("labels", {}), "metadata.labels"),
+        annotations=_string_map(meta.get("annotations", {}), "metadata.annotations"),
+        containers=containers,
+        restart_policy=_choice(spec.get("restartPolicy", "Always"), "spec.restartPolicy", RESTART_POLICIES),
+        host_network=_bool(spec.get("hostNetwork", False), "spec.hostNetwork"),
+        grace_period_s=_grace(spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_S)),
+        raw=obj,
+    )
+
+
+def _containers(value: Any) -> tuple[Container, ...]:
+    if value is None or value == []:
+        raise InvalidPod("spec.containers: required value (a pod needs at least one container)")
+    if not isinstance(value, list):
+        raise InvalidPod(f"spec.containers: must be a list, got {type(value).__name__}")
+    containers = tuple(_container(c, f"spec.containers[{i}]") for i, c in enumerate(value))
+    seen: set[str] = set()
+    for i, c in enumerate(containers):
+        if c.name in seen:
+            raise InvalidPod(f"spec.containers[{i}].name: duplicate value {c.name!r}")
+        seen.add(c.name)
+    return containers
+
+
+def _container(value: Any, path: str) -> Container:
+    c = _mapping(value, path)
+    image = _string(c.get("image", ""), f"{path}.image")
+    if not image.strip():
+        raise InvalidPod(f"{path}.image: required value")
+    return Container(
+        name=_name(c.get("name"), f"{path}.name", _DNS_LABEL, 63),
+        image=image,
+        command=_strings(c.get("command", []), f"{path}.command"),
+        args=_strings(c.get("args", []), f"{path}.args"),
+        working_dir=_string(c.get("workingDir", ""), f"{path}.workingDir"),
+        env=_env(c.get("env", []), f"{path}.env"),
+        ports=_ports(c.get("ports", []), f"{path}.ports"),
+        image_pull_policy=_choice(
+            c.get("imagePullPolicy", default_pull_policy(image)),
+            f"{path}.imagePullPolicy",
+            PULL_POLICIES,
+        ),
+        hash=container_hash(c),
+    )
+
+
+def container_hash(container: dict[str, Any]) -> str:
+    """A stable hash of a container's spec: a change means the container must restart."""
+    canonical = json.dumps(container, sort_keys=True, separators=(",", ":"))
+    return format(zlib.crc32(canonical.encode()), "08x")
+
+
+def default_pull_policy(image: str) -> str:
+    """Always for ``:latest`` or an untagged image, else IfNotPresent (the API's default)."""
+    last = image.rsplit("/", 1)[-1]
+    if "@" in last:
+        return "IfNotPresent"
+    return "Always" if ":" not in last or last.endswith(":latest") else "IfNotPresent"
+
+
+def _env(value: Any, path: str) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for i, item in enumerate(_list(value, path)):
+        entry = _mapping(item, f"{path}[{i}]")
+        name = _string(entry.get("name"), f"{path}[{i}].name")
+        if not _ENV_NAME.match(name):
+            raise InvalidPod(f"{path}[{i}].name: invalid environment variable name {name!r}")
+        pairs.append((name, _string(entry.get("value", ""), f"{path}[{i}].value")))
+    return tuple(pairs)
+
+
+def _ports(value: Any, path: str) -> tuple[Port, ...]:
+    ports = []
+    for i, item in enumerate(_list(value, path)):
+        entry = _mapping(item, f"{path}[{i}]")
+        ports.append(
+            Port(
+                container_port=_port_number(entry.get("containerPort"), f"{path}[{i}].containerPort"),
+                host_port=_port_number(entry.get("hostPort", 0), f"{path}[{i}].hostPort", zero_ok=True),
+                protocol=_choice(entry.get("protocol", "TCP"), f"{path}[{i}].protocol", ("TCP", "UDP", "SCTP")),
+            )
+        )
+    return tuple(ports)
+
+
+def _grace(value: Any) -> int:
+    path = "spec.terminationGracePeriodSeconds"
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidPod(f"{path}: must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _port_number(value: Any, path: str, zero_ok: bool = False) -> int:
+    low = 0 if zero_ok else 1
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= 65535:
+        raise InvalidPod(f"{path}: must be an integer in {low}..65535, got {value!r}")
+    return value
+
+
+def _mapping(value: Any, path: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        where = path or "pod"
+        raise InvalidPod(f"{where}: must be a mapping, got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any, path: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise InvalidPod(f"{path}: must be a list, got {type(value).__name__}")
+    return value
+
+
+def _string(value: Any, path: str) -> str:
+    if value is None:
+        raise InvalidPod(f"{path}: required value")
+    if not isinstance(value, str):
+        raise InvalidPod(f"{path}: must be a string, got {type(value).__name__}")
+    return value
+
+
+def _strings(value: Any, path: str) -> tuple[str, ...]:
+    return tuple(_string(v, f"{path}[{i}]") for i, v in enumerate(_list(value, path)))
+
+
+def _string_map(value: Any, path: str) -> dict[str, str]:
+    return {k: _string(v, f"{path}.{k}") for k, v in _mapping(value, path).items()}
+
+
+def _bool(value: Any, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidPod(f"{path}: must be true or false, got {value!r}")
+    return value
+
+
+def _choice(value: Any, path: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise InvalidPod(f"{path}: unsupported value {value!r}: supported values: {', '.join(allowed)}")
+    return str(value)
+
+
+def _name(value: Any, path: str, pattern: re.Pattern[str], limit: int) -> str:
+    name = _string(value, path)
+    if not name:
+        raise InvalidPod(f"{path}: required value")
+    if len(name) > limit or not pattern.match(name):
+        raise InvalidPod(
+            f"{path}: invalid value {name!r}: must be lower case alphanumerics or '-'"
+            f"{' or .' if limit > 63 else ''}, at most {limit} characters"
+        )
+    return name

@@ -1,0 +1,151 @@
+"""The ``pkletd`` command: start | status | restart-worker | stop.
+
+Only ``start`` imports the heavy parts (zmq, gRPC); the other commands talk to
+the control socket with ``socket`` and ``json`` alone, so they answer in tens of
+milliseconds. Exit codes: 0 ok, 1 failure (e.g. pkletd not running), 2 bad use
+(bad flags, bad config, unknown worker name).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+DEFAULT_RUN_DIR = "/run/pkletd"
+CONTROL_SOCKET = "control.sock"
+TIMEOUT_S = 10.0
+
+
+def _parser(starting: bool) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pkletd", description="A Kubernetes node agent.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    start = commands.add_parser("start", help="run the node agent in the foreground")
+    if starting:  # the flags need the config module; other commands stay light
+        from pkletd.supervisor import config
+
+        config.add_flags(start)
+    status = commands.add_parser("status", help="show workers and pods")
+    status.add_argument("--run-dir", default=DEFAULT_RUN_DIR)
+    status.add_argument("--json", action="store_true", help="print one JSON object")
+    restart = commands.add_parser("restart-worker", help="restart one worker process gracefully")
+    restart.add_argument("name")
+    restart.add_argument("--run-dir", default=DEFAULT_RUN_DIR)
+    stop = commands.add_parser("stop", help="stop pkletd and its workers; pods keep running")
+    stop.add_argument("--run-dir", default=DEFAULT_RUN_DIR)
+    return parser
+
+
+def request(run_dir: str, body: dict[str, Any]) -> dict[str, Any]:
+    path = Path(run_dir) / CONTROL_SOCKET
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(TIMEOUT_S)
+        try:
+            sock.connect(str(path))
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            raise ConnectionError(f"pkletd is not running (no control socket at {path})") from exc
+        sock.sendall((json.dumps(body) + "\n").encode())
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    reply: dict[str, Any] = json.loads(data)
+    return reply
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60}m"
+
+
+def format_status(status: dict[str, Any]) -> str:
+    rows = [("WORKER", "PID", "STATE", "RESTARTS", "UPTIME", "LAST EXIT")]
+    for w in status["workers"]:
+        uptime = _duration(w["uptime_s"]) if w["uptime_s"] else "-"
+        rows.append((w["name"], str(w["pid"] or "-"), w["state"], str(w["restarts"]), uptime, w["last_exit"] or "-"))
+    lines = _table(rows)
+    lines.append("")
+    rows = [("POD", "PHASE", "CONTAINERS")]
+    for p in status["pods"]:
+        containers = ", ".join(
+            f"{c['name']}={c['state']}" + (f" (restarts {c['restart_count']})" if c["restart_count"] else "")
+            for c in p["containers"]
+        )
+        rows.append((f"{p['namespace']}/{p['name']}", p["phase"], containers or "-"))
+    lines += _table(rows)
+    return "\n".join(lines)
+
+
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+
+
+def _start(args: argparse.Namespace) -> int:
+    from pkletd.supervisor import config
+
+    try:
+        loaded = config.load(args)
+    except config.ConfigError as exc:
+        print(f"pkletd: {exc}", file=sys.stderr)
+        return 2
+    from pkletd.supervisor import main as supervisor_main
+
+    try:
+        return supervisor_main.start(loaded.config, loaded.warnings)
+    except supervisor_main.AlreadyRunning as exc:
+        print(f"pkletd: {exc}", file=sys.stderr)
+        return 1
+
+
+def _control(args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"command": args.command}
+    if args.command == "restart-worker":
+        body["name"] = args.name
+    try:
+        reply = request(args.run_dir, body)
+    except (ConnectionError, OSError, ValueError) as exc:
+        print(f"pkletd: {exc}", file=sys.stderr)
+        return 1
+    if not reply.get("ok"):
+        names = reply.get("names")
+        hint = f"; workers are: {', '.join(names)}" if names else ""
+        print(f"pkletd: {args.command}: {reply.get('error')}{hint}", file=sys.stderr)
+        return 2 if names else 1
+    if args.command == "status":
+        print(json.dumps(reply) if args.json else format_status(reply))
+    elif args.command == "stop":
+        _wait_gone(Path(args.run_dir) / CONTROL_SOCKET)
+    return 0
+
+
+def _wait_gone(path: Path) -> None:
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        try:
+            request(str(path.parent), {"command": "status"})
+        except (ConnectionError, OSError, ValueError):
+            return
+        time.sleep(0.05)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = _parser("start" in argv).parse_args(argv)
+    if args.command == "start":
+        return _start(args)
+    return _control(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

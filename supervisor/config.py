@@ -1,0 +1,401 @@
+"""pkletd's configuration: a kubelet KubeletConfiguration file plus command-line flags.
+
+pkletd reads the same file the kubelet does (``--config``, a YAML document with
+``apiVersion: kubelet.config.k8s.io/v1beta1`` and ``kind: KubeletConfiguration``)
+and accepts the kubelet's flag names for the settings it implements.  ``load()``
+turns both into one frozen ``KubeletConfig``.
+
+Precedence, lowest first:
+
+1. the kubelet's defaults (pkletd's own defaults for its flag-only settings);
+2. fields present in the ``--config`` file;
+3. flags given explicitly on the command line (every flag defaults to None, so
+   an absent flag never hides a file value).
+
+As in the kubelet's file defaulting, a field set to null, or to the zero value of
+its type ("", 0, "0s"), means "use the default".  The exceptions are healthzPort,
+where 0 disables the endpoint, and podPidsLimit, where any negative value means
+"no pod-level limit" and becomes -1.  The same rule applies to flag values.
+
+Unknown-field policy for the file:
+
+* a field pkletd implements is type-checked and range-checked; a bad value is a
+  ``ConfigError`` naming the file and the field;
+* a real KubeletConfiguration v1beta1 field that pkletd does not implement yet
+  (clusterDNS, cgroupDriver, evictionHard, ...) is accepted so that an existing
+  kubelet file keeps working, and is reported back in ``LoadResult.warnings``;
+  its value is not checked;
+* any other name is a ``ConfigError``, with a "did you mean" hint when the name
+  is close to a real one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import ipaddress
+import json
+import os.path
+import re
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+API_VERSION = "kubelet.config.k8s.io/v1beta1"
+KIND = "KubeletConfiguration"
+
+
+class ConfigError(Exception):
+    """A configuration file or flag value pkletd cannot use; the message names where."""
+
+
+@dataclass(frozen=True, slots=True)
+class KubeletConfig:
+    """The effective configuration. Durations are float seconds."""
+
+    # KubeletConfiguration fields (file and kubelet flags)
+    static_pod_path: str
+    file_check_frequency: float
+    sync_frequency: float
+    container_runtime_endpoint: str
+    runtime_request_timeout: float
+    pod_logs_dir: str
+    read_only_port: int
+    healthz_port: int
+    healthz_bind_address: str
+    address: str
+    port: int
+    max_pods: int
+    pod_pids_limit: int
+    # pkletd's own settings (flags only)
+    root_dir: str
+    run_dir: str
+    log_dir: str
+    node_name: str
+    pleg_relist_period: float
+    worker_heartbeat_timeout: float
+    pod_sync_parallelism: int
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    """What ``load()`` returns: the configuration and one warning per ignored file field."""
+
+    config: KubeletConfig
+    warnings: tuple[str, ...]
+
+
+# --- Go duration strings ---------------------------------------------------------
+
+_DURATION_UNITS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,  # U+00B5 micro sign
+    "μs": 1e-6,  # U+03BC Greek mu
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+_DURATION_TERM = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
+_DURATION = re.compile(rf"\+?(?:(?:{_DURATION_TERM.pattern})+|0)")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a Go duration string ("20s", "1m30s", "500ms", "0"); ValueError if bad."""
+    if text.startswith("-") and _DURATION.fullmatch(text[1:]):
+        raise ValueError(f"negative duration {_show(text)} is not allowed")
+    if not _DURATION.fullmatch(text):
+        raise ValueError(f'invalid duration {_show(text)} (want e.g. "20s", "1m30s")')
+    terms = _DURATION_TERM.findall(text)
+    return sum(float(number) * _DURATION_UNITS[unit] for number, unit in terms)
+
+
+# --- value parsers: YAML value in, typed value out, ValueError with the reason ----------
+# Each accepts the zero value of its type, which the zero rule then turns into the default.
+
+
+def _show(value: object) -> str:
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _string(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string, got {_show(value)}")
+    return value
+
+
+def _duration(value: object) -> float:
+    if not isinstance(value, str):
+        raise ValueError(f'must be a duration string such as "20s", got {_show(value)}')
+    return parse_duration(value)
+
+
+def _integer(lo: int, hi: int) -> Callable[[object], int]:
+    def parse(value: object) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise ValueError(f"must be an integer in {lo}..{hi}, got {_show(value)}")
+        return value
+
+    return parse
+
+
+_port = _integer(0, 65535)
+_int32 = _integer(0, 2**31 - 1)
+_int64 = _integer(-(2**63), 2**63 - 1)
+
+
+def _pids_limit(value: object) -> int:
+    return max(_int64(value), -1)
+
+
+def _ip_address(value: object) -> str:
+    text = _string(value)
+    try:
+        if text:
+            ipaddress.ip_address(text)
+    except ValueError:
+        raise ValueError(f"must be an IP address, got {_show(text)}") from None
+    return text
+
+
+def _absolute_path(value: object) -> str:
+    text = _string(value)
+    if text and not os.path.isabs(text):
+        raise ValueError(f"must be an absolute path, got {_show(text)}")
+    return text
+
+
+def _node_name(value: object) -> str:
+    return _string(value).strip().lower()
+
+
+# --- the field table ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Field:
+    yaml: str | None  # KubeletConfiguration name; None for pkletd's flag-only settings
+    attr: str  # KubeletConfig attribute, also the argparse dest
+    parse: Callable[[object], object]
+    default: object
+    flag: str | None
+    help: str
+    zero_means_default: bool = True
+
+
+_FIELDS: tuple[_Field, ...] = (
+    _Field("staticPodPath", "static_pod_path", _string, "", "--pod-manifest-path",
+           "directory (or single file) of static pod manifests; empty means none"),
+    _Field("fileCheckFrequency", "file_check_frequency", _duration, 20.0,
+           "--file-check-frequency", "how often to rescan the static pod path"),
+    _Field("syncFrequency", "sync_frequency", _duration, 60.0, "--sync-frequency",
+           "maximum period between resyncs of running containers"),
+    _Field("containerRuntimeEndpoint", "container_runtime_endpoint", _string,
+           "unix:///run/containerd/containerd.sock", "--container-runtime-endpoint",
+           "CRI endpoint of the container runtime"),
+    _Field("runtimeRequestTimeout", "runtime_request_timeout", _duration, 120.0,
+           "--runtime-request-timeout", "timeout for CRI requests other than long-running ones"),
+    _Field("podLogsDir", "pod_logs_dir", _absolute_path, "/var/log/pods", None, ""),
+    _Field("readOnlyPort", "read_only_port", _port, 0, "--read-only-port",
+           "unauthenticated read-only port; 0 disables it"),
+    _Field("healthzPort", "healthz_port", _port, 10248, "--healthz-port",
+           "port of the healthz endpoint; 0 disables it", zero_means_default=False),
+    _Field("healthzBindAddress", "healthz_bind_address", _ip_address, "127.0.0.1",
+           "--healthz-bind-address", "IP address of the healthz endpoint"),
+    _Field("address", "address", _ip_address, "0.0.0.0", "--address",
+           "IP address to serve the kubelet API on"),
+    _Field("port", "port", _port, 10250, "--port", "port to serve the kubelet API on"),
+    _Field("maxPods", "max_pods", _int32, 110, "--max-pods", "maximum number of pods"),
+    _Field("podPidsLimit", "pod_pids_limit", _pids_limit, -1, None, "",
+           zero_means_default=False),
+    _Field(None, "root_dir", _string, "/var/lib/kubelet", "--root-dir",
+           "directory for pod volumes and plugin state"),
+    _Field(None, "run_dir", _string, "/run/pkletd", "--run-dir",
+           "directory for pkletd's sockets and runtime state"),
+    _Field(None, "log_dir", _string, "/var/log/pkletd", "--log-dir",
+           "directory for pkletd's own logs"),
+    _Field(None, "node_name", _node_name, socket.gethostname().lower(), "--hostname-override",
+           "node name to use instead of the host name"),
+    _Field(None, "pleg_relist_period", _duration, 1.0, "--pleg-relist-period",
+           "how often to relist containers from the runtime"),
+    _Field(None, "worker_heartbeat_timeout", _duration, 10.0, "--worker-heartbeat-timeout",
+           "how long a worker may stay silent before it is restarted"),
+    _Field(None, "pod_sync_parallelism", _int32, 10, "--pod-sync-parallelism",
+           "how many pods are synced at once"),
+)  # fmt: skip
+
+_BY_YAML = {field.yaml: field for field in _FIELDS if field.yaml is not None}
+
+# Every field of k8s.io/kubelet/config/v1beta1 KubeletConfiguration, implemented or not.
+_V1BETA1_FIELDS = frozenset(
+    """
+    enableServer staticPodPath podLogsDir syncFrequency fileCheckFrequency
+    httpCheckFrequency staticPodURL staticPodURLHeader address port readOnlyPort
+    tlsCertFile tlsPrivateKeyFile tlsCipherSuites tlsCurvePreferences tlsMinVersion
+    rotateCertificates serverTLSBootstrap authentication authorization
+    registryPullQPS registryBurst imagePullCredentialsVerificationPolicy
+    preloadedImagesVerificationAllowlist eventRecordQPS eventBurst
+    enableDebuggingHandlers enableContentionProfiling healthzPort healthzBindAddress
+    oomScoreAdj clusterDomain clusterDNS streamingConnectionIdleTimeout
+    nodeStatusUpdateFrequency nodeStatusReportFrequency nodeLeaseDurationSeconds
+    imageMinimumGCAge imageMaximumGCAge imageGCHighThresholdPercent
+    imageGCLowThresholdPercent volumeStatsAggPeriod kubeletCgroups systemCgroups
+    cgroupRoot cgroupsPerQOS cgroupDriver cpuManagerPolicy singleProcessOOMKill
+    cpuManagerPolicyOptions cpuManagerReconcilePeriod draManagerReconcilePeriod
+    memoryManagerPolicy topologyManagerPolicy topologyManagerScope
+    topologyManagerPolicyOptions qosReserved runtimeRequestTimeout hairpinMode
+    maxPods podCIDR podPidsLimit resolvConf runOnce cpuCFSQuota cpuCFSQuotaPeriod
+    nodeStatusMaxImages maxOpenFiles contentType kubeAPIQPS kubeAPIBurst
+    serializeImagePulls maxParallelImagePulls evictionHard evictionSoft
+    evictionSoftGracePeriod evictionPressureTransitionPeriod evictionMaxPodGracePeriod
+    evictionMinimumReclaim mergeDefaultEvictionSettings podsPerCore
+    enableControllerAttachDetach protectKernelDefaults makeIPTablesUtilChains
+    iptablesMasqueradeBit iptablesDropBit featureGates failSwapOn memorySwap
+    containerLogMaxSize containerLogMaxFiles containerLogMaxWorkers
+    containerLogMonitorInterval configMapAndSecretChangeDetectionStrategy
+    systemReserved kubeReserved reservedSystemCPUs showHiddenMetricsForVersion
+    systemReservedCgroup kubeReservedCgroup enforceNodeAllocatable
+    allowedUnsafeSysctls volumePluginDir providerID kernelMemcgNotification logging
+    enableSystemLogHandler enableSystemLogQuery shutdownGracePeriod
+    shutdownGracePeriodCriticalPods shutdownGracePeriodByPodPriority crashLoopBackOff
+    reservedMemory enableProfilingHandler enableDebugFlagsHandler seccompDefault
+    memoryThrottlingFactor memoryReservationPolicy registerWithTaints registerNode
+    tracing localStorageCapacityIsolation containerRuntimeEndpoint
+    imageServiceEndpoint failCgroupV1 userNamespaces
+""".split()
+)
+_HEADER = {"apiVersion": API_VERSION, "kind": KIND}
+
+
+# --- flags ----------------------------------------------------------------------------
+
+
+def _show_default(value: object) -> str:
+    return f"{value:g}s" if isinstance(value, float) else _show(value)
+
+
+def _metavar(field: _Field) -> str:
+    kinds: dict[type, str] = {float: "DURATION", int: "INT"}
+    return kinds.get(type(field.default), "STRING")
+
+
+def _flag_help(field: _Field) -> str:
+    overrides = f"; overrides {field.yaml} from --config" if field.yaml else ""
+    return f"{field.help} (default {_show_default(field.default)}{overrides})"
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    """Add --config and the kubelet/pkletd flags; all default to None (meaning "not given")."""
+    parser.add_argument(
+        "--config", default=None, metavar="FILE", help=f"{KIND} ({API_VERSION}) YAML file"
+    )
+    for field in _FIELDS:
+        if field.flag is not None:
+            parser.add_argument(
+                field.flag,
+                dest=field.attr,
+                default=None,
+                metavar=_metavar(field),
+                help=_flag_help(field),
+            )
+
+
+def _flag_raw(field: _Field, text: str) -> object:
+    """Flags arrive as text; an integer field takes the integer the text spells, if any."""
+    if isinstance(field.default, int) and re.fullmatch(r"[+-]?[0-9]+", text):
+        return int(text)
+    return text
+
+
+def _flag_values(args: argparse.Namespace) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for field in _FIELDS:
+        text = getattr(args, field.attr, None)
+        if field.flag is not None and text is not None:
+            values[field.attr] = _resolve(field, _flag_raw(field, text), field.flag)
+    return values
+
+
+# --- the file -----------------------------------------------------------------------------
+
+
+def _resolve(field: _Field, raw: object, where: str) -> Any:
+    try:
+        value = field.parse(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    return field.default if field.zero_means_default and not value else value
+
+
+def _yaml_message(exc: yaml.YAMLError) -> str:
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        what = ", ".join(part for part in (exc.context, exc.problem) if part)
+        return f"{what} (line {mark.line + 1}, column {mark.column + 1})"
+    return str(exc)
+
+
+def _read_mapping(path: str) -> dict[Any, Any]:
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        doc = yaml.safe_load(data)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {_yaml_message(exc)}") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: top level must be a mapping of fields, got {_show(doc)}")
+    return doc
+
+
+def _check_header(path: str, doc: dict[Any, Any]) -> None:
+    for key, want in _HEADER.items():
+        got = doc.get(key)
+        if got != want:
+            found = "" if got is None else f", got {_show(got)}"
+            raise ConfigError(f"{path}: {key} must be {want}{found}")
+
+
+def _unknown_field(path: str, name: str) -> ConfigError:
+    close = difflib.get_close_matches(name, _V1BETA1_FIELDS, n=1)
+    hint = f'; did you mean "{close[0]}"?' if close else ""
+    return ConfigError(f'{path}: unknown field "{name}"{hint}')
+
+
+def _read_file(path: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+    doc = _read_mapping(path)
+    _check_header(path, doc)
+    values: dict[str, Any] = {}
+    warnings: list[str] = []
+    for key, raw in doc.items():
+        name = str(key)
+        field = _BY_YAML.get(name)
+        if field is not None:
+            if raw is not None:
+                values[field.attr] = _resolve(field, raw, f'{path}: field "{name}"')
+        elif name in _V1BETA1_FIELDS:
+            warnings.append(f'{path}: field "{name}" is not implemented by pkletd yet; ignored')
+        elif name not in _HEADER:
+            raise _unknown_field(path, name)
+    return values, tuple(warnings)
+
+
+def load(args: argparse.Namespace) -> LoadResult:
+    """Defaults, then the --config file if given, then the flags given explicitly."""
+    values: dict[str, Any] = {field.attr: field.default for field in _FIELDS}
+    warnings: tuple[str, ...] = ()
+    path = getattr(args, "config", None)
+    if path is not None:
+        file_values, warnings = _read_file(path)
+        values.update(file_values)
+    values.update(_flag_values(args))
+    return LoadResult(KubeletConfig(**values), warnings)

@@ -1,0 +1,239 @@
+"""The fork server: a clean process that forks every worker.
+
+The parent forks it first thing, before any zmq context, gRPC channel or thread
+exists, and after the worker modules are imported. Each worker is then a fork of
+this single-threaded, pre-imported process: it starts in milliseconds and shares
+the imported pages. The fork server reaps its children and reports each death to
+the parent at once (SIGCHLD wakes its loop), and it delivers the parent's signals
+to workers only while they are its unreaped children, so a pid is never reused
+under us.
+
+Protocol over a SOCK_SEQPACKET socketpair, one msgpack map per packet:
+parent -> server ``{"op": "spawn", "name"}`` and ``{"op": "signal", "pid", "sig"}``;
+server -> parent ``{"op": "spawned", "name", "pid"}`` and
+``{"op": "exited", "pid", "code"}`` (``code`` is the exit status, or minus the
+signal number that killed it).
+
+Death chain: the fork server dies with the parent and the workers die with the
+fork server (PR_SET_PDEATHSIG), so no worker outlives pkletd.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import selectors
+import signal
+import socket
+import sys
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgpack
+import setproctitle
+
+from pkletd.supervisor import logs
+
+log = logging.getLogger(__name__)
+
+PR_SET_PDEATHSIG = 1
+WorkerEntry = Callable[[], int]
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """Ask the kernel to signal us when our parent exits; exit now if it already has."""
+    parent = os.getppid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    if os.getppid() != parent or parent == 1:
+        os._exit(1)
+
+
+@dataclass(frozen=True, slots=True)
+class Spawned:
+    name: str
+    pid: int
+
+
+@dataclass(frozen=True, slots=True)
+class Exited:
+    pid: int
+    code: int
+
+
+class ForkServer:
+    """The parent's handle on the fork server process."""
+
+    def __init__(self, entries: Mapping[str, WorkerEntry], log_dir: Path) -> None:
+        self._entries = entries
+        self._log_dir = log_dir
+        self._sock: socket.socket | None = None
+        self.pid = 0
+
+    def start(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:
+            ours.close()
+            _serve(theirs, self._entries, self._log_dir)
+        theirs.close()
+        self._sock = ours
+        self.pid = pid
+
+    def fileno(self) -> int:
+        assert self._sock is not None
+        return self._sock.fileno()
+
+    def spawn(self, name: str) -> None:
+        self._send({"op": "spawn", "name": name})
+
+    def signal(self, pid: int, sig: int) -> None:
+        self._send({"op": "signal", "pid": pid, "sig": int(sig)})
+
+    def _send(self, request: dict[str, object]) -> None:
+        assert self._sock is not None
+        self._sock.send(msgpack.packb(request))
+
+    def read(self) -> Spawned | Exited | None:
+        """One report; None when the fork server is gone."""
+        assert self._sock is not None
+        packet = self._sock.recv(65536)
+        if not packet:
+            return None
+        report = msgpack.unpackb(packet)
+        if report["op"] == "spawned":
+            return Spawned(report["name"], report["pid"])
+        return Exited(report["pid"], report["code"])
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        if self.pid:
+            try:
+                os.kill(self.pid, signal.SIGTERM)
+                os.waitpid(self.pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+            self.pid = 0
+
+
+# --- inside the fork server ------------------------------------------------------
+
+
+def _serve(sock: socket.socket, entries: Mapping[str, WorkerEntry], log_dir: Path) -> None:
+    code = 0
+    try:
+        die_with_parent()
+        setproctitle.setproctitle("pkletd: forkserver")
+        logs.configure("forkserver", log_dir)
+        _Server(sock, entries, log_dir).run()
+    except BaseException:  # the top of a process: log anything, then exit non-zero
+        traceback.print_exc()
+        log.exception("fork server failed")
+        code = 1
+    os._exit(code)
+
+
+class _Server:
+    def __init__(self, sock: socket.socket, entries: Mapping[str, WorkerEntry], log_dir: Path):
+        self._sock = sock
+        self._entries = entries
+        self._log_dir = log_dir
+        self._children: set[int] = set()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
+        os.set_blocking(self._wake_r, False)
+
+    def run(self) -> None:
+        signal.set_wakeup_fd(self._wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.signal(signal.SIGTERM, lambda *_: None)
+        selector = selectors.DefaultSelector()
+        selector.register(self._sock, selectors.EVENT_READ)
+        selector.register(self._wake_r, selectors.EVENT_READ)
+        log.info("fork server ready workers=%s", ",".join(self._entries))
+        while True:
+            for key, _ in selector.select():
+                if key.fileobj is self._sock and not self._on_request():
+                    self._stop_children()
+                    return
+            self._drain_wakeups()
+            self._reap()
+
+    def _on_request(self) -> bool:
+        packet = self._sock.recv(65536)
+        if not packet:
+            log.info("parent closed the fork server socket; stopping")
+            return False
+        request = msgpack.unpackb(packet)
+        if request["op"] == "spawn":
+            self._spawn(request["name"])
+        elif request["op"] == "signal" and request["pid"] in self._children:
+            os.kill(request["pid"], request["sig"])
+        return True
+
+    def _spawn(self, name: str) -> None:
+        pid = os.fork()
+        if pid == 0:
+            self._become_worker(name)
+        self._children.add(pid)
+        log.info("forked worker=%s pid=%d", name, pid)
+        self._report({"op": "spawned", "name": name, "pid": pid})
+
+    def _become_worker(self, name: str) -> None:
+        code = 1
+        try:
+            signal.set_wakeup_fd(-1)
+            for sig in (signal.SIGCHLD, signal.SIGTERM):
+                signal.signal(sig, signal.SIG_DFL)
+            self._sock.close()
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+            die_with_parent()
+            setproctitle.setproctitle(f"pkletd: {name}")
+            logs.configure(name, self._log_dir)
+            code = self._entries[name]()
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:  # the top of a worker process
+            logging.getLogger(f"pkletd.workers.{name}").exception("worker crashed")
+            code = 1
+        finally:
+            logging.shutdown()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+    def _drain_wakeups(self) -> None:
+        try:
+            while os.read(self._wake_r, 512):
+                pass
+        except BlockingIOError:
+            pass
+
+    def _reap(self) -> None:
+        while self._children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            self._children.discard(pid)
+            code = os.waitstatus_to_exitcode(status)
+            log.info("reaped pid=%d code=%d", pid, code)
+            self._report({"op": "exited", "pid": pid, "code": code})
+
+    def _report(self, report: dict[str, object]) -> None:
+        self._sock.send(msgpack.packb(report))
+
+    def _stop_children(self) -> None:
+        for pid in list(self._children):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

@@ -1,0 +1,139 @@
+"""The parent's book of pods: what the sources want, what the runtime has, what we report.
+
+Owned by the loop thread. Sources send whole sets (``PodsListed``); ``set_source``
+turns a set into the pods to sync and the pods to terminate. Sync results land in
+``record``, which recomputes the API status and says whether it changed, so the
+loop publishes only real changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pkletd.ipc.podspec import InvalidPod, Pod, parse_pod
+from pkletd.supervisor import podstatus
+from pkletd.supervisor.podsync import PodRuntime, SyncResult
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PodEntry:
+    pod: Pod
+    source: str
+    first_seen: float = field(default_factory=time.time)
+    runtime: PodRuntime | None = None
+    api: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SourceChange:
+    sync: tuple[Pod, ...]
+    terminate: tuple[Pod, ...]
+
+
+class Pods:
+    def __init__(self, host_ip: str, expected_sources: Iterable[str]) -> None:
+        self.entries: dict[str, PodEntry] = {}
+        self._host_ip = host_ip
+        self._unseen_sources = set(expected_sources)
+        self._owner_of: dict[str, str] = {}  # runtime object id -> pod uid
+
+    @property
+    def sources_ready(self) -> bool:
+        """Every source has reported once: pods in the runtime that none wants are orphans."""
+        return not self._unseen_sources
+
+    def set_source(self, source: str, raw_pods: list[dict[str, Any]]) -> SourceChange:
+        self._unseen_sources.discard(source)
+        wanted: dict[str, Pod] = {}
+        for raw in raw_pods:
+            try:
+                pod = parse_pod(raw)
+            except InvalidPod as exc:
+                log.error("dropped invalid pod from source=%s reason=%s", source, exc)
+                continue
+            wanted[pod.uid] = pod
+        sync = []
+        for uid, pod in wanted.items():
+            entry = self.entries.get(uid)
+            if entry is None:
+                self.entries[uid] = PodEntry(pod, source)
+                log.info("pod added source=%s pod=%s uid=%s", source, pod.full_name, uid)
+                sync.append(pod)
+            elif entry.pod.raw != pod.raw:
+                entry.pod = pod
+                log.info("pod updated source=%s pod=%s uid=%s", source, pod.full_name, uid)
+                sync.append(pod)
+        gone = [e.pod for uid, e in self.entries.items() if e.source == source and uid not in wanted]
+        for pod in gone:
+            log.info("pod removed source=%s pod=%s uid=%s", source, pod.full_name, pod.uid)
+            del self.entries[pod.uid]
+        return SourceChange(tuple(sync), tuple(gone))
+
+    def get(self, uid: str) -> Pod | None:
+        entry = self.entries.get(uid)
+        return entry.pod if entry is not None else None
+
+    def owner(self, object_id: str) -> str:
+        return self._owner_of.get(object_id, "")
+
+    def record(self, result: SyncResult) -> dict[str, Any] | None:
+        """Fold a sync result in; the new API pod if its status changed, else None."""
+        for object_id in result.runtime.objects():
+            self._owner_of[object_id] = result.uid
+        entry = self.entries.get(result.uid)
+        if entry is None:
+            return None
+        entry.runtime = result.runtime
+        previous = entry.api["status"] if entry.api is not None else None
+        status = podstatus.pod_status(
+            entry.pod, result.runtime, result.waiting, self._host_ip, entry.first_seen, previous
+        )
+        if previous == status and entry.api is not None and entry.api["metadata"] == entry.pod.raw["metadata"]:
+            return None
+        entry.api = {**entry.pod.raw, "status": status}
+        return entry.api
+
+    def forget_objects(self, uid: str) -> None:
+        self._owner_of = {k: v for k, v in self._owner_of.items() if v != uid}
+
+    def api_pods(self) -> list[dict[str, Any]]:
+        return [e.api for e in self.entries.values() if e.api is not None]
+
+    def runtime_objects(self) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for entry in self.entries.values():
+            if entry.runtime is not None:
+                found.update(entry.runtime.objects())
+        return found
+
+    def summary(self) -> list[dict[str, Any]]:
+        """Pods as ``pkletd status`` shows them."""
+        out = []
+        for uid, entry in sorted(self.entries.items(), key=lambda kv: kv[1].pod.full_name):
+            status = (entry.api or {}).get("status", {})
+            out.append(
+                {
+                    "namespace": entry.pod.namespace,
+                    "name": entry.pod.name,
+                    "uid": uid,
+                    "phase": status.get("phase", "Pending"),
+                    "containers": [_container_summary(c) for c in status.get("containerStatuses", [])],
+                }
+            )
+        return out
+
+
+def _container_summary(status: dict[str, Any]) -> dict[str, Any]:
+    state_name, detail = next(iter(status["state"].items()))
+    return {
+        "name": status["name"],
+        "state": detail.get("reason", state_name) if state_name == "waiting" else state_name,
+        "restart_count": status["restartCount"],
+        "container_id": status.get("containerID", "").split("://")[-1],
+    }

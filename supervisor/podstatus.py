@@ -1,0 +1,187 @@
+"""A pod's API status, computed from what the runtime has, by the kubelet's rules.
+
+Phase (the kubelet's getPhase over regular containers): any container waiting that
+never ran -> Pending; some running -> Running; none running but some stopped ->
+Running under restartPolicy Always (it is restarting them), Succeeded if every one
+succeeded, Failed under Never, else Running (OnFailure restarts the failed ones).
+
+Conditions: PodScheduled (static pods are placed by their manifest),
+PodReadyToStartContainers (the sandbox is ready), Initialized, ContainersReady and
+Ready. A condition keeps its lastTransitionTime until its status changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from pkletd.ipc.cri import ContainerInfo, ContainerState, SandboxState
+from pkletd.ipc.podspec import Pod
+from pkletd.supervisor.podsync import PodRuntime, Waiting
+
+RUNTIME_SCHEME = "containerd"
+
+
+def rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _ns(value: int) -> str:
+    return rfc3339(value / 1e9)
+
+
+def _terminated(c: ContainerInfo) -> dict[str, Any]:
+    reason = c.reason if c.reason == "OOMKilled" else ("Completed" if c.exit_code == 0 else "Error")
+    out: dict[str, Any] = {
+        "exitCode": c.exit_code,
+        "reason": reason,
+        "startedAt": _ns(c.started_at) if c.started_at else None,
+        "finishedAt": _ns(c.finished_at) if c.finished_at else None,
+        "containerID": f"{RUNTIME_SCHEME}://{c.id}",
+    }
+    if c.message:
+        out["message"] = c.message
+    return out
+
+
+def container_status(
+    pod: Pod, name: str, image: str, runtime: PodRuntime, waiting: Waiting | None
+) -> dict[str, Any]:
+    instances = runtime.instances(name)
+    latest = instances[0] if instances else None
+    status: dict[str, Any] = {
+        "name": name,
+        "image": image,
+        "imageID": "",
+        "ready": False,
+        "started": False,
+        "restartCount": latest.attempt if latest is not None else 0,
+        "state": {"waiting": {"reason": "ContainerCreating"}},
+        "lastState": {},
+    }
+    if latest is None:
+        if waiting is not None:
+            status["state"] = {"waiting": {"reason": waiting.reason, "message": waiting.message}}
+        return status
+    status["imageID"] = latest.image_ref
+    status["containerID"] = f"{RUNTIME_SCHEME}://{latest.id}"
+    previous = instances[1] if len(instances) > 1 else None
+    if latest.state is ContainerState.RUNNING:
+        status["state"] = {"running": {"startedAt": _ns(latest.started_at)}}
+        status["ready"] = status["started"] = True
+    elif latest.state is ContainerState.EXITED and waiting is not None:
+        status["state"] = {"waiting": {"reason": waiting.reason, "message": waiting.message}}
+        previous = latest
+    elif latest.state is ContainerState.EXITED:
+        status["state"] = {"terminated": _terminated(latest)}
+    if previous is not None and previous.state is ContainerState.EXITED:
+        status["lastState"] = {"terminated": _terminated(previous)}
+    return status
+
+
+def phase(pod: Pod, statuses: list[dict[str, Any]]) -> str:
+    running = waiting = stopped = succeeded = 0
+    for s in statuses:
+        state = s["state"]
+        if "running" in state:
+            running += 1
+        elif "terminated" in state:
+            stopped += 1
+            succeeded += state["terminated"]["exitCode"] == 0
+        elif s["lastState"].get("terminated"):
+            stopped += 1
+        else:
+            waiting += 1
+    if waiting:
+        return "Pending"
+    if running:
+        return "Running"
+    if not stopped:
+        return "Pending"
+    if pod.restart_policy == "Always":
+        return "Running"
+    if stopped == succeeded:
+        return "Succeeded"
+    return "Failed" if pod.restart_policy == "Never" else "Running"
+
+
+def _condition(kind: str, ok: bool, reason: str = "", message: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {"type": kind, "status": "True" if ok else "False"}
+    if not ok and reason:
+        out["reason"] = reason
+    if not ok and message:
+        out["message"] = message
+    return out
+
+
+def conditions(pod_phase: str, runtime: PodRuntime, statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    sandbox = runtime.sandbox()
+    sandbox_ready = sandbox is not None and sandbox.state is SandboxState.READY
+    unready = [s["name"] for s in statuses if not s["ready"]]
+    done = pod_phase in ("Succeeded", "Failed")
+    reason = "PodCompleted" if done else "ContainersNotReady"
+    message = "" if done else f"containers with unready status: [{' '.join(unready)}]"
+    return [
+        _condition("PodReadyToStartContainers", sandbox_ready),
+        _condition("Initialized", True),
+        _condition("Ready", not unready, reason, message),
+        _condition("ContainersReady", not unready, reason, message),
+        _condition("PodScheduled", True),
+    ]
+
+
+def qos_class(pod: Pod) -> str:
+    requests: list[dict[str, Any]] = []
+    limits: list[dict[str, Any]] = []
+    for c in pod.raw.get("spec", {}).get("containers", []):
+        resources = c.get("resources") or {}
+        requests.append(resources.get("requests") or {})
+        limits.append(resources.get("limits") or {})
+    if not any(requests) and not any(limits):
+        return "BestEffort"
+    guaranteed = all(
+        set(lim) >= {"cpu", "memory"} and all(req.get(k, lim[k]) == lim[k] for k in ("cpu", "memory"))
+        for req, lim in zip(requests, limits, strict=True)
+    )
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def pod_status(
+    pod: Pod,
+    runtime: PodRuntime,
+    waiting: Mapping[str, Waiting],
+    host_ip: str,
+    start_time: float,
+    previous: dict[str, Any] | None,
+) -> dict[str, Any]:
+    statuses = [
+        container_status(pod, c.name, c.image, runtime, waiting.get(c.name)) for c in pod.containers
+    ]
+    pod_phase = phase(pod, statuses)
+    sandbox = runtime.sandbox()
+    pod_ip = host_ip if pod.host_network else (sandbox.ip if sandbox is not None else "")
+    status: dict[str, Any] = {
+        "phase": pod_phase,
+        "conditions": _stamp(conditions(pod_phase, runtime, statuses), previous),
+        "hostIP": host_ip,
+        "hostIPs": [{"ip": host_ip}],
+        "startTime": rfc3339(start_time),
+        "containerStatuses": statuses,
+        "qosClass": qos_class(pod),
+    }
+    if pod_ip:
+        status["podIP"] = pod_ip
+        status["podIPs"] = [{"ip": pod_ip}]
+    return status
+
+
+def _stamp(new: list[dict[str, Any]], previous: dict[str, Any] | None) -> list[dict[str, Any]]:
+    old = {c["type"]: c for c in (previous or {}).get("conditions", [])}
+    now = rfc3339(datetime.now(UTC).timestamp())
+    for condition in new:
+        before = old.get(condition["type"])
+        same = before is not None and before["status"] == condition["status"]
+        condition["lastProbeTime"] = None
+        condition["lastTransitionTime"] = before["lastTransitionTime"] if same and before else now
+    return new

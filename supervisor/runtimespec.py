@@ -1,0 +1,83 @@
+"""Pod and container specs for the CRI, labelled as the kubelet labels them.
+
+The labels and annotations are the kubelet's (``pkg/kubelet/kuberuntime/labels.go``),
+so ``crictl`` and other tools read pkletd's pods, and a restarted parent finds its
+own pods by them. Log paths are the kubelet's:
+``<podLogsDir>/<namespace>_<name>_<uid>/<container>/<restartCount>.log``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pkletd.ipc.cri import ContainerSpec, PortSpec, SandboxSpec
+from pkletd.ipc.podspec import Container, Pod
+
+POD_NAME = "io.kubernetes.pod.name"
+POD_NAMESPACE = "io.kubernetes.pod.namespace"
+POD_UID = "io.kubernetes.pod.uid"
+CONTAINER_NAME = "io.kubernetes.container.name"
+CONTAINER_HASH = "io.kubernetes.container.hash"
+RESTART_COUNT = "io.kubernetes.container.restartCount"
+TERMINATION_MESSAGE_PATH = "io.kubernetes.container.terminationMessagePath"
+TERMINATION_MESSAGE_POLICY = "io.kubernetes.container.terminationMessagePolicy"
+POD_GRACE = "io.kubernetes.pod.terminationGracePeriod"
+CONTAINER_PORTS = "io.kubernetes.container.ports"
+
+
+def pod_log_dir(logs_root: Path, pod: Pod) -> Path:
+    return logs_root / f"{pod.namespace}_{pod.name}_{pod.uid}"
+
+
+def sandbox_spec(pod: Pod, attempt: int, logs_root: Path) -> SandboxSpec:
+    labels = dict(pod.labels)
+    labels.update({POD_NAME: pod.name, POD_NAMESPACE: pod.namespace, POD_UID: pod.uid})
+    return SandboxSpec(
+        name=pod.name,
+        namespace=pod.namespace,
+        uid=pod.uid,
+        attempt=attempt,
+        hostname="" if pod.host_network else pod.name[:63].rstrip("-."),
+        log_directory=str(pod_log_dir(logs_root, pod)),
+        host_network=pod.host_network,
+        labels=labels,
+        annotations=dict(pod.annotations),
+        ports=tuple(
+            PortSpec(p.container_port, p.host_port, p.protocol)
+            for c in pod.containers
+            for p in c.ports
+            if p.host_port
+        ),
+    )
+
+
+def container_spec(pod: Pod, container: Container, restart_count: int) -> ContainerSpec:
+    annotations = {
+        CONTAINER_HASH: container.hash,
+        RESTART_COUNT: str(restart_count),
+        TERMINATION_MESSAGE_PATH: "/dev/termination-log",
+        TERMINATION_MESSAGE_POLICY: "File",
+        POD_GRACE: str(pod.grace_period_s),
+    }
+    if container.ports:
+        annotations[CONTAINER_PORTS] = json.dumps(
+            [{"containerPort": p.container_port, "protocol": p.protocol} for p in container.ports]
+        )
+    return ContainerSpec(
+        name=container.name,
+        attempt=restart_count,
+        image=container.image,
+        log_path=f"{container.name}/{restart_count}.log",
+        command=container.command,
+        args=container.args,
+        working_dir=container.working_dir,
+        env=container.env,
+        labels={
+            POD_NAME: pod.name,
+            POD_NAMESPACE: pod.namespace,
+            POD_UID: pod.uid,
+            CONTAINER_NAME: container.name,
+        },
+        annotations=annotations,
+    )

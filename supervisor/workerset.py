@@ -1,0 +1,55 @@
+"""Which worker processes pkletd runs, and what each one is started with."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from pkletd.supervisor.config import KubeletConfig
+from pkletd.supervisor.forkserver import WorkerEntry
+from pkletd.workers import filesource, http, pleg
+from pkletd.workers.lifecycle import WorkerSettings
+
+HEARTBEATS_PER_TIMEOUT = 5
+
+
+def entries(config: KubeletConfig) -> dict[str, WorkerEntry]:
+    """Worker name -> the function the forked child runs."""
+    run_dir = Path(config.run_dir)
+    beat = min(1.0, config.worker_heartbeat_timeout / HEARTBEATS_PER_TIMEOUT)
+
+    def settings(name: str) -> WorkerSettings:
+        return WorkerSettings(name, run_dir, beat)
+
+    found: dict[str, WorkerEntry] = {
+        "pleg": functools.partial(
+            pleg.main,
+            settings("pleg"),
+            config.container_runtime_endpoint,
+            config.runtime_request_timeout,
+            config.pleg_relist_period,
+        ),
+        "http": functools.partial(http.main, settings("http"), http_listens(config)),
+    }
+    if config.static_pod_path:
+        found["file-source"] = functools.partial(
+            filesource.main,
+            settings("file-source"),
+            Path(config.static_pod_path),
+            config.node_name,
+            config.file_check_frequency,
+        )
+    return found
+
+
+def http_listens(config: KubeletConfig) -> list[http.Listen]:
+    listens = []
+    if config.healthz_port:
+        listens.append(
+            http.Listen(config.healthz_bind_address, config.healthz_port, frozenset({"/healthz"}))
+        )
+    if config.read_only_port:
+        listens.append(
+            http.Listen(config.address, config.read_only_port, frozenset({"/healthz", "/pods"}))
+        )
+    return listens

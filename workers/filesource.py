@@ -1,0 +1,213 @@
+"""pkletd: file-source -- static pods from ``staticPodPath``.
+
+A worker of its own because it parses untrusted input: a manifest that makes the
+YAML parser blow up costs a worker restart, never the sync loop.
+
+Reads every manifest (YAML or JSON, one Pod per file; names starting with "." are
+ignored, as the kubelet does) when inotify reports a change in the directory, and
+every ``fileCheckFrequency`` anyway. Each read sends the whole set
+(``PodsListed``), which the parent diffs against what it has: a restarted source
+loses nothing. Each pod is given its kubelet-style identity: name
+``<name>-<nodeName>``, namespace ``default`` if absent, ``spec.nodeName``, and, if
+the manifest has no UID, one derived from the pod, the node and the file path.
+A bad file is reported once per version with its path and reason
+(``ManifestRejected``), and the other pods go on.
+"""
+
+from __future__ import annotations
+
+import copy
+import ctypes
+import hashlib
+import json
+import logging
+import os
+import struct
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pkletd.ipc.bus import WorkerBus
+from pkletd.ipc.messages import ManifestRejected, Message, PodsListed, Snapshot
+from pkletd.ipc.podspec import InvalidPod, parse_pod
+from pkletd.workers.lifecycle import WorkerSettings, serve
+
+log = logging.getLogger(__name__)
+
+SOURCE = "file"
+SETTLE_S = 0.05  # let a burst of inotify events (editor save, cp) settle before reading
+RETRY_WATCH_S = 1.0
+
+_IN_NONBLOCK = os.O_NONBLOCK
+_IN_CLOEXEC = os.O_CLOEXEC
+_WATCH_MASK = (
+    0x00000002  # IN_MODIFY
+    | 0x00000004  # IN_ATTRIB
+    | 0x00000008  # IN_CLOSE_WRITE
+    | 0x00000040  # IN_MOVED_FROM
+    | 0x00000080  # IN_MOVED_TO
+    | 0x00000100  # IN_CREATE
+    | 0x00000200  # IN_DELETE
+    | 0x00000400  # IN_DELETE_SELF
+    | 0x00000800  # IN_MOVE_SELF
+)
+
+
+class ManifestError(ValueError):
+    """A manifest file that cannot be turned into a pod."""
+
+
+def read_manifest(path: Path, node_name: str) -> dict[str, Any]:
+    """One static pod from ``path``, with its kubelet-style identity applied."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ManifestError(f"cannot read: {exc}") from exc
+    try:
+        documents = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"not valid YAML or JSON: {exc}".replace("\n", " ")) from exc
+    if len(documents) != 1:
+        raise ManifestError(f"want exactly one Pod per file, found {len(documents)} documents")
+    pod = documents[0]
+    try:
+        parse_pod(pod)
+        pod = apply_identity(pod, path, node_name)
+        parse_pod(pod)
+    except InvalidPod as exc:
+        raise ManifestError(str(exc)) from exc
+    return pod
+
+
+def apply_identity(pod: dict[str, Any], path: Path, node_name: str) -> dict[str, Any]:
+    pod = copy.deepcopy(pod)
+    meta = pod.setdefault("metadata", {})
+    if not meta.get("uid"):
+        digest = hashlib.md5(usedforsecurity=False)
+        digest.update(json.dumps(pod, sort_keys=True).encode())
+        digest.update(f"host:{node_name}".encode())
+        digest.update(f"file:{path}".encode())
+        meta["uid"] = digest.hexdigest()
+    meta["name"] = f"{meta['name']}-{node_name}"
+    meta.setdefault("namespace", "default")
+    annotations = meta.setdefault("annotations", {})
+    annotations["kubernetes.io/config.source"] = SOURCE
+    annotations["kubernetes.io/config.hash"] = meta["uid"]
+    pod.setdefault("spec", {})["nodeName"] = node_name
+    pod.setdefault("apiVersion", "v1")
+    pod.setdefault("kind", "Pod")
+    return pod
+
+
+def manifest_paths(root: Path) -> list[Path]:
+    if root.is_file():
+        return [root]
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if not p.name.startswith(".") and p.is_file())
+
+
+class Inotify:
+    """A directory watch through the kernel's inotify (no library needed)."""
+
+    def __init__(self) -> None:
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self._libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
+        if self.fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1 failed")
+        self.watching = False
+
+    def watch(self, path: Path) -> bool:
+        wd = self._libc.inotify_add_watch(self.fd, str(path).encode(), _WATCH_MASK)
+        self.watching = wd >= 0
+        return self.watching
+
+    def drain(self) -> bool:
+        """Read pending events; True if the watched dir itself went away."""
+        gone = False
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return gone
+            offset = 0
+            while offset < len(data):
+                _wd, mask, _cookie, length = struct.unpack_from("iIII", data, offset)
+                gone = gone or bool(mask & (0x400 | 0x800 | 0x8000))  # DELETE/MOVE_SELF, IGNORED
+                offset += 16 + length
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+class FileSource:
+    def __init__(
+        self, bus: WorkerBus, root: Path, node_name: str, period: float, inotify: Inotify
+    ) -> None:
+        self._bus = bus
+        self._root = root
+        self._node = node_name
+        self._period = period
+        self._inotify = inotify
+        self._next_read = 0.0
+        self._next_watch = 0.0
+        self._sent: list[dict[str, Any]] | None = None
+        self._reported: dict[Path, str] = {}
+
+    def on_snapshot(self, snapshot: Snapshot) -> None:
+        self._sent = None  # the parent may have lost our last set: send it again
+        self._next_read = 0.0
+
+    def on_broadcast(self, message: Message) -> None:
+        pass
+
+    def fds(self) -> Sequence[int]:
+        return (self._inotify.fd,)
+
+    def on_readable(self, fd: int) -> None:
+        if self._inotify.drain():
+            self._inotify.watching = False
+        self._next_read = min(self._next_read, time.monotonic() + SETTLE_S)
+
+    def tick(self, now: float) -> float:
+        if not self._inotify.watching and now >= self._next_watch:
+            self._inotify.watch(self._root)
+            self._next_watch = now + RETRY_WATCH_S
+        if now >= self._next_read:
+            self._read_all()
+            self._next_read = now + self._period
+        if self._inotify.watching:
+            return self._next_read
+        return min(self._next_read, self._next_watch)
+
+    def close(self) -> None:
+        self._inotify.close()
+
+    def _read_all(self) -> None:
+        pods = []
+        for path in manifest_paths(self._root):
+            try:
+                pods.append(read_manifest(path, self._node))
+                self._reported.pop(path, None)
+            except ManifestError as exc:
+                self._reject(path, str(exc))
+        if pods != self._sent:
+            self._bus.send(PodsListed(SOURCE, pods))
+            self._sent = pods
+            log.info("sent pods source=%s count=%d", SOURCE, len(pods))
+
+    def _reject(self, path: Path, reason: str) -> None:
+        if self._reported.get(path) == reason:
+            return
+        self._reported[path] = reason
+        log.error("manifest rejected path=%s reason=%s", path, reason)
+        self._bus.send(ManifestRejected(SOURCE, str(path), reason))
+
+
+def main(settings: WorkerSettings, root: Path, node_name: str, period: float) -> int:
+    bus = WorkerBus(settings.run_dir, settings.name)
+    source = FileSource(bus, root, node_name, period, Inotify())
+    return serve(settings, bus, source)
