@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 import zmq
-
 from pkletd.ipc.codec import BadMessage, Envelope, decode, encode
 from pkletd.ipc.messages import Message
 

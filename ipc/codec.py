@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgpack
-
 from pkletd.ipc.messages import MESSAGES, SCHEMA_VERSION, Message
 
 

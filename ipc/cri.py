@@ -199,7 +199,9 @@ class CriRuntime:
     # --- writing (the parent only) ----------------------------------------------
 
     def pull_image(self, image: str, sandbox: SandboxSpec) -> str:
-        request = pb.PullImageRequest(image=pb.ImageSpec(image=image), sandbox_config=_sandbox_config(sandbox))
+        request = pb.PullImageRequest(
+            image=pb.ImageSpec(image=image), sandbox_config=_sandbox_config(sandbox)
+        )
         reply = self._call(self._images, "PullImage", request, f"image={image}")
         return str(reply.image_ref)
 

@@ -84,7 +84,9 @@ def parse_pod(raw: Any) -> Pod:
         labels=_string_map(meta.get("labels", {}), "metadata.labels"),
         annotations=_string_map(meta.get("annotations", {}), "metadata.annotations"),
         containers=containers,
-        restart_policy=_choice(spec.get("restartPolicy", "Always"), "spec.restartPolicy", RESTART_POLICIES),
+        restart_policy=_choice(
+            spec.get("restartPolicy", "Always"), "spec.restartPolicy", RESTART_POLICIES
+        ),
         host_network=_bool(spec.get("hostNetwork", False), "spec.hostNetwork"),
         grace_period_s=_grace(spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_S)),
         raw=obj,
@@ -158,9 +160,15 @@ def _ports(value: Any, path: str) -> tuple[Port, ...]:
         entry = _mapping(item, f"{path}[{i}]")
         ports.append(
             Port(
-                container_port=_port_number(entry.get("containerPort"), f"{path}[{i}].containerPort"),
-                host_port=_port_number(entry.get("hostPort", 0), f"{path}[{i}].hostPort", zero_ok=True),
-                protocol=_choice(entry.get("protocol", "TCP"), f"{path}[{i}].protocol", ("TCP", "UDP", "SCTP")),
+                container_port=_port_number(
+                    entry.get("containerPort"), f"{path}[{i}].containerPort"
+                ),
+                host_port=_port_number(
+                    entry.get("hostPort", 0), f"{path}[{i}].hostPort", zero_ok=True
+                ),
+                protocol=_choice(
+                    entry.get("protocol", "TCP"), f"{path}[{i}].protocol", ("TCP", "UDP", "SCTP")
+                ),
             )
         )
     return tuple(ports)
@@ -217,7 +225,9 @@ def _bool(value: Any, path: str) -> bool:
 
 def _choice(value: Any, path: str, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
-        raise InvalidPod(f"{path}: unsupported value {value!r}: supported values: {', '.join(allowed)}")
+        raise InvalidPod(
+            f"{path}: unsupported value {value!r}: supported values: {', '.join(allowed)}"
+        )
     return str(value)
 
 

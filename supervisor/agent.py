@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import zmq
-
 from pkletd.ipc.bus import ParentBus
 from pkletd.ipc.codec import BadMessage, Envelope
 from pkletd.ipc.cri import CriError, CriRuntime
@@ -52,7 +51,12 @@ log = logging.getLogger(__name__)
 
 HOUSEKEEPING_S = 2.0
 ALIVE_S = 1.0
-FACTS_FROM = {PodsListed: "file-source", ManifestRejected: "file-source", PodLifecycleEvent: "pleg", RelistCompleted: "pleg"}
+FACTS_FROM = {
+    PodsListed: "file-source",
+    ManifestRejected: "file-source",
+    PodLifecycleEvent: "pleg",
+    RelistCompleted: "pleg",
+}
 
 
 def node_ip(node_name: str) -> str:
@@ -69,14 +73,18 @@ def node_ip(node_name: str) -> str:
 
 
 class Agent:
-    def __init__(self, config: KubeletConfig, forkserver: ForkServer, worker_names: list[str]) -> None:
+    def __init__(
+        self, config: KubeletConfig, forkserver: ForkServer, worker_names: list[str]
+    ) -> None:
         self._config = config
         run_dir = Path(config.run_dir)
         self._forkserver = forkserver
         self._bus = ParentBus(run_dir)
         self._control = ControlServer(run_dir)
         self._notifier = Notifier()
-        self._runtime = CriRuntime(config.container_runtime_endpoint, config.runtime_request_timeout)
+        self._runtime = CriRuntime(
+            config.container_runtime_endpoint, config.runtime_request_timeout
+        )
         self._syncer = PodSyncer(self._runtime, Path(config.pod_logs_dir), CrashBackoff())
         self._pod_workers = PodWorkers(config.pod_sync_parallelism)
         sources = ["file"] if "file-source" in worker_names else []
@@ -105,9 +113,16 @@ class Agent:
             signal.signal(sig, lambda *_: self._begin_stop("signal"))
         poller = zmq.Poller()
         poller.register(self._bus.router, zmq.POLLIN)
-        for fd in (self._forkserver.fileno(), self._pod_workers.wake_fd, self._control.wake_fd, self._wake_r):
+        for fd in (
+            self._forkserver.fileno(),
+            self._pod_workers.wake_fd,
+            self._control.wake_fd,
+            self._wake_r,
+        ):
             poller.register(fd, zmq.POLLIN)
-        log.info("supervisor started node=%s runtime=%s", self._config.node_name, self._runtime_version())
+        log.info(
+            "supervisor started node=%s runtime=%s", self._config.node_name, self._runtime_version()
+        )
         self._children.start_all()
         while not (self._stopping and self._children.all_stopped()):
             timeout = max(0.0, self._tick() - time.monotonic())
@@ -120,7 +135,11 @@ class Agent:
         try:
             return self._runtime.version()
         except CriError as exc:
-            log.error("runtime not answering endpoint=%s error=%s", self._config.container_runtime_endpoint, exc)
+            log.error(
+                "runtime not answering endpoint=%s error=%s",
+                self._config.container_runtime_endpoint,
+                exc,
+            )
             return "unavailable"
 
     def _dispatch(self, sock: Any) -> None:
@@ -194,7 +213,11 @@ class Agent:
         worker = self._children.workers.get(name)
         pid = int(pid_text) if pid_text.isdigit() else -1
         if worker is None or worker.pid != pid or envelope.sender != name:
-            log.warning("dropped message from unknown or stale worker identity=%r kind=%s", identity, envelope.message.kind)
+            log.warning(
+                "dropped message from unknown or stale worker identity=%r kind=%s",
+                identity,
+                envelope.message.kind,
+            )
             return
         message = envelope.message
         wanted_sender = FACTS_FROM.get(type(message))
@@ -211,13 +234,20 @@ class Agent:
         elif isinstance(message, PodsListed):
             self._on_pods_listed(message)
         elif isinstance(message, ManifestRejected):
-            log.error("manifest rejected source=%s path=%s reason=%s", message.source, message.path, message.reason)
+            log.error(
+                "manifest rejected source=%s path=%s reason=%s",
+                message.source,
+                message.path,
+                message.reason,
+            )
         elif isinstance(message, PodLifecycleEvent):
             self._on_lifecycle_event(message)
         elif isinstance(message, RelistCompleted):
             pass
         else:
-            log.warning("dropped message not meant for the parent kind=%s worker=%s", message.kind, name)
+            log.warning(
+                "dropped message not meant for the parent kind=%s worker=%s", message.kind, name
+            )
 
     def _snapshot(self) -> Snapshot:
         return Snapshot(self._bus.seq, self._pods.api_pods(), self._pods.runtime_objects())
@@ -299,8 +329,15 @@ class Agent:
             return
         for sandbox in sandboxes:
             uid = sandbox.uid
-            if uid and self._pods.get(uid) is None and uid not in self._terminating and not self._pod_workers.busy(uid):
-                log.info("orphaned pod found pod=%s/%s uid=%s", sandbox.namespace, sandbox.name, uid)
+            if (
+                uid
+                and self._pods.get(uid) is None
+                and uid not in self._terminating
+                and not self._pod_workers.busy(uid)
+            ):
+                log.info(
+                    "orphaned pod found pod=%s/%s uid=%s", sandbox.namespace, sandbox.name, uid
+                )
                 self._terminate(uid, f"{sandbox.namespace}/{sandbox.name}", None)
 
     # --- control -------------------------------------------------------------------
@@ -317,7 +354,11 @@ class Agent:
         if command == "restart-worker":
             name = request.body.get("name")
             if name not in self._children.workers:
-                return {"ok": False, "error": f"no worker named {name!r}", "names": sorted(self._children.workers)}
+                return {
+                    "ok": False,
+                    "error": f"no worker named {name!r}",
+                    "names": sorted(self._children.workers),
+                }
             self._children.restart(str(name))
             return {"ok": True}
         if command == "stop":

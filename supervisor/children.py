@@ -19,7 +19,7 @@ import signal
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -46,14 +46,12 @@ _ALLOWED = {
 }
 
 
-class Spawner:
+class Spawner(Protocol):
     """What the supervisor needs from whoever forks (the fork server)."""
 
-    def spawn(self, name: str) -> None:
-        raise NotImplementedError
+    def spawn(self, name: str) -> None: ...
 
-    def signal(self, pid: int, sig: int) -> None:
-        raise NotImplementedError
+    def signal(self, pid: int, sig: int) -> None: ...
 
 
 def classify(code: int, expected: bool) -> str:
@@ -184,7 +182,10 @@ class Children:
         if worker.quick_deaths >= FLAP_COUNT:
             log.error(
                 "worker flapping worker=%s quick_deaths=%d last_exit=%r backoff_s=%.1f",
-                worker.name, worker.quick_deaths, worker.last_exit, delay,
+                worker.name,
+                worker.quick_deaths,
+                worker.last_exit,
+                delay,
             )
         worker.restart_at = now + delay
 
@@ -243,7 +244,9 @@ class Children:
             if now >= deadline:
                 log.error(
                     "worker hung; killing worker=%s pid=%d silent_s=%.1f",
-                    worker.name, worker.pid, now - worker.last_heartbeat,
+                    worker.name,
+                    worker.pid,
+                    now - worker.last_heartbeat,
                 )
                 worker.stop_reason = HUNG
                 worker.kill_at = now + STOP_GRACE_S

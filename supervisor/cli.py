@@ -69,16 +69,26 @@ def _duration(seconds: float) -> str:
 
 
 def format_status(status: dict[str, Any]) -> str:
-    rows = [("WORKER", "PID", "STATE", "RESTARTS", "UPTIME", "LAST EXIT")]
+    rows: list[tuple[str, ...]] = [("WORKER", "PID", "STATE", "RESTARTS", "UPTIME", "LAST EXIT")]
     for w in status["workers"]:
         uptime = _duration(w["uptime_s"]) if w["uptime_s"] else "-"
-        rows.append((w["name"], str(w["pid"] or "-"), w["state"], str(w["restarts"]), uptime, w["last_exit"] or "-"))
+        rows.append(
+            (
+                w["name"],
+                str(w["pid"] or "-"),
+                w["state"],
+                str(w["restarts"]),
+                uptime,
+                w["last_exit"] or "-",
+            )
+        )
     lines = _table(rows)
     lines.append("")
     rows = [("POD", "PHASE", "CONTAINERS")]
     for p in status["pods"]:
         containers = ", ".join(
-            f"{c['name']}={c['state']}" + (f" (restarts {c['restart_count']})" if c["restart_count"] else "")
+            f"{c['name']}={c['state']}"
+            + (f" (restarts {c['restart_count']})" if c["restart_count"] else "")
             for c in p["containers"]
         )
         rows.append((f"{p['namespace']}/{p['name']}", p["phase"], containers or "-"))
@@ -88,7 +98,10 @@ def format_status(status: dict[str, Any]) -> str:
 
 def _table(rows: list[tuple[str, ...]]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
 
 
 def _start(args: argparse.Namespace) -> int:

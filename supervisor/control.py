@@ -4,9 +4,10 @@ A unix stream socket ``<run-dir>/control.sock`` (0600). One request per
 connection, one JSON object per line each way, so the CLI needs nothing heavier
 than ``socket`` and ``json`` and answers in tens of milliseconds:
 
-    {"command": "status"}                          -> {"ok": true, "workers": [...], "pods": [...]}
-    {"command": "restart-worker", "name": "pleg"}  -> {"ok": true} | {"ok": false, "error": ..., "names": [...]}
-    {"command": "stop"}                            -> {"ok": true}
+    {"command": "status"}        -> {"ok": true, "workers": [...], "pods": [...]}
+    {"command": "restart-worker", "name": "pleg"}
+                                 -> {"ok": true} | {"ok": false, "error": ..., "names": [...]}
+    {"command": "stop"}          -> {"ok": true}
 
 A thread accepts connections and hands each request to the loop thread (which owns
 all state) through ``requests``, waking it via ``wake_fd``; it answers whatever the

@@ -34,7 +34,6 @@ from pathlib import Path
 
 import msgpack
 import setproctitle
-
 from pkletd.supervisor import logs
 
 log = logging.getLogger(__name__)

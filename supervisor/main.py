@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 
 import setproctitle
-
 from pkletd.supervisor import logs, workerset
 from pkletd.supervisor.agent import Agent
 from pkletd.supervisor.config import KubeletConfig

@@ -69,7 +69,9 @@ class Pods:
                 entry.pod = pod
                 log.info("pod updated source=%s pod=%s uid=%s", source, pod.full_name, uid)
                 sync.append(pod)
-        gone = [e.pod for uid, e in self.entries.items() if e.source == source and uid not in wanted]
+        gone = [
+            e.pod for uid, e in self.entries.items() if e.source == source and uid not in wanted
+        ]
         for pod in gone:
             log.info("pod removed source=%s pod=%s uid=%s", source, pod.full_name, pod.uid)
             del self.entries[pod.uid]
@@ -94,7 +96,11 @@ class Pods:
         status = podstatus.pod_status(
             entry.pod, result.runtime, result.waiting, self._host_ip, entry.first_seen, previous
         )
-        if previous == status and entry.api is not None and entry.api["metadata"] == entry.pod.raw["metadata"]:
+        if (
+            previous == status
+            and entry.api is not None
+            and entry.api["metadata"] == entry.pod.raw["metadata"]
+        ):
             return None
         entry.api = {**entry.pod.raw, "status": status}
         return entry.api
@@ -123,7 +129,9 @@ class Pods:
                     "name": entry.pod.name,
                     "uid": uid,
                     "phase": status.get("phase", "Pending"),
-                    "containers": [_container_summary(c) for c in status.get("containerStatuses", [])],
+                    "containers": [
+                        _container_summary(c) for c in status.get("containerStatuses", [])
+                    ],
                 }
             )
         return out

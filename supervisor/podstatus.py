@@ -115,7 +115,9 @@ def _condition(kind: str, ok: bool, reason: str = "", message: str = "") -> dict
     return out
 
 
-def conditions(pod_phase: str, runtime: PodRuntime, statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def conditions(
+    pod_phase: str, runtime: PodRuntime, statuses: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     sandbox = runtime.sandbox()
     sandbox_ready = sandbox is not None and sandbox.state is SandboxState.READY
     unready = [s["name"] for s in statuses if not s["ready"]]
@@ -141,7 +143,8 @@ def qos_class(pod: Pod) -> str:
     if not any(requests) and not any(limits):
         return "BestEffort"
     guaranteed = all(
-        set(lim) >= {"cpu", "memory"} and all(req.get(k, lim[k]) == lim[k] for k in ("cpu", "memory"))
+        set(lim) >= {"cpu", "memory"}
+        and all(req.get(k, lim[k]) == lim[k] for k in ("cpu", "memory"))
         for req, lim in zip(requests, limits, strict=True)
     )
     return "Guaranteed" if guaranteed else "Burstable"

@@ -24,8 +24,8 @@ from pkletd.ipc.cri import (
     CriRuntime,
     SandboxID,
     SandboxInfo,
-    SandboxState,
     SandboxSpec,
+    SandboxState,
 )
 from pkletd.ipc.messages import SANDBOX_PREFIX
 from pkletd.ipc.podspec import Container, Pod
@@ -175,9 +175,13 @@ class PodSyncer:
         actions = compute_actions(pod, state)
         if actions.kill_pod:
             self._kill_all(state, pod.grace_period_s)
-        for container in actions.kill:
-            log.info("killing container pod=%s container=%s reason=spec changed", pod.full_name, container.name)
-            self._runtime.stop_container(container.id, pod.grace_period_s)
+        for unwanted in actions.kill:
+            log.info(
+                "killing container pod=%s container=%s reason=spec changed",
+                pod.full_name,
+                unwanted.name,
+            )
+            self._runtime.stop_container(unwanted.id, pod.grace_period_s)
         waiting: dict[str, Waiting] = {}
         retry: list[float] = []
         if actions.start:
@@ -185,7 +189,9 @@ class PodSyncer:
             for container in actions.start:
                 self._start(pod, container, state, sandbox_id, spec, waiting, retry)
         self._remove_dead(state)
-        return SyncResult(pod.uid, inspect(self._runtime, pod.uid), waiting, min(retry, default=None))
+        return SyncResult(
+            pod.uid, inspect(self._runtime, pod.uid), waiting, min(retry, default=None)
+        )
 
     def forget(self, uid: str) -> None:
         self._backoff.forget_pod(uid)
@@ -217,7 +223,9 @@ class PodSyncer:
             if not exc.not_found:
                 raise
 
-    def _sandbox_for(self, pod: Pod, state: PodRuntime, actions: Actions) -> tuple[SandboxID, SandboxSpec]:
+    def _sandbox_for(
+        self, pod: Pod, state: PodRuntime, actions: Actions
+    ) -> tuple[SandboxID, SandboxSpec]:
         spec = runtimespec.sandbox_spec(pod, actions.sandbox_attempt, self._logs_root)
         if not actions.create_sandbox:
             sandbox = state.sandbox()
@@ -228,7 +236,10 @@ class PodSyncer:
         sandbox_id = self._runtime.run_sandbox(spec)
         log.info(
             "sandbox started pod=%s attempt=%d sandbox=%s ms=%.0f",
-            pod.full_name, spec.attempt, sandbox_id[:13], (time.monotonic() - started) * 1000,
+            pod.full_name,
+            spec.attempt,
+            sandbox_id[:13],
+            (time.monotonic() - started) * 1000,
         )
         return sandbox_id, spec
 
@@ -248,7 +259,10 @@ class PodSyncer:
             key = backoff.key(pod.uid, container.name, container.hash)
             wait = self._backoff.remaining(key, previous.finished_at / 1e9)
             if wait > 0:
-                message = f"back-off {self._backoff_delay(key)} restarting failed container={container.name} pod={pod.name}_{pod.namespace}({pod.uid})"
+                message = (
+                    f"back-off {self._backoff.current(key):.0f}s restarting failed "
+                    f"container={container.name} pod={pod.name}_{pod.namespace}({pod.uid})"
+                )
                 waiting[container.name] = Waiting("CrashLoopBackOff", message)
                 retry.append(wait)
                 return
@@ -258,16 +272,20 @@ class PodSyncer:
             waiting[container.name] = failure
             retry.append(10.0)
 
-    def _backoff_delay(self, key: str) -> str:
-        return f"{self._backoff.current(key):.0f}s"
-
     def _create_and_start(
-        self, pod: Pod, container: Container, restart_count: int, sandbox_id: SandboxID, sandbox: SandboxSpec
+        self,
+        pod: Pod,
+        container: Container,
+        restart_count: int,
+        sandbox_id: SandboxID,
+        sandbox: SandboxSpec,
     ) -> Waiting | None:
         try:
             self._ensure_image(container, sandbox)
         except CriError as exc:
-            log.error("image pull failed pod=%s container=%s error=%s", pod.full_name, container.name, exc)
+            log.error(
+                "image pull failed pod=%s container=%s error=%s", pod.full_name, container.name, exc
+            )
             return Waiting("ErrImagePull", exc.detail)
         except LookupError as exc:
             return Waiting("ErrImageNeverPull", str(exc))
@@ -275,16 +293,23 @@ class PodSyncer:
         try:
             container_id = self._runtime.create_container(sandbox_id, spec, sandbox)
         except CriError as exc:
-            log.error("create failed pod=%s container=%s error=%s", pod.full_name, container.name, exc)
+            log.error(
+                "create failed pod=%s container=%s error=%s", pod.full_name, container.name, exc
+            )
             return Waiting("CreateContainerError", exc.detail)
         try:
             self._runtime.start_container(container_id)
         except CriError as exc:
-            log.error("start failed pod=%s container=%s error=%s", pod.full_name, container.name, exc)
+            log.error(
+                "start failed pod=%s container=%s error=%s", pod.full_name, container.name, exc
+            )
             return Waiting("RunContainerError", exc.detail)
         log.info(
             "container started pod=%s container=%s restart=%d id=%s",
-            pod.full_name, container.name, restart_count, container_id[:13],
+            pod.full_name,
+            container.name,
+            restart_count,
+            container_id[:13],
         )
         return None
 
@@ -292,7 +317,9 @@ class PodSyncer:
         if container.image_pull_policy != "Always" and self._runtime.image_ref(container.image):
             return
         if container.image_pull_policy == "Never":
-            raise LookupError(f'Container image "{container.image}" is not present with pull policy of Never')
+            raise LookupError(
+                f'Container image "{container.image}" is not present with pull policy of Never'
+            )
         self._runtime.pull_image(container.image, sandbox)
 
     def _remove_dead(self, state: PodRuntime) -> None:

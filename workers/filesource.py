@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from pkletd.ipc.bus import WorkerBus
 from pkletd.ipc.messages import ManifestRejected, Message, PodsListed, Snapshot
 from pkletd.ipc.podspec import InvalidPod, parse_pod

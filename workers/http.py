@@ -68,8 +68,12 @@ def _handler(view: NodeView, paths: frozenset[str]) -> type[BaseHTTPRequestHandl
                 self._send(HTTPStatus.NOT_FOUND, "text/plain", b"404 page not found\n")
             elif path == "/healthz":
                 ok = view.healthy()
-                body = b"ok" if ok else b"[-]syncloop failed: reason withheld\nhealthz check failed\n"
-                self._send(HTTPStatus.OK if ok else HTTPStatus.INTERNAL_SERVER_ERROR, "text/plain", body)
+                body = (
+                    b"ok" if ok else b"[-]syncloop failed: reason withheld\nhealthz check failed\n"
+                )
+                self._send(
+                    HTTPStatus.OK if ok else HTTPStatus.INTERNAL_SERVER_ERROR, "text/plain", body
+                )
             else:
                 body = json.dumps(view.pod_list()).encode()
                 self._send(HTTPStatus.OK, "application/json", body)

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Protocol
 
 import zmq
-
 from pkletd.ipc.bus import WorkerBus
 from pkletd.ipc.codec import BadMessage, Envelope
 from pkletd.ipc.messages import Heartbeat, Hello, Message, Snapshot, SnapshotRequest, WorkerReady
@@ -127,9 +126,7 @@ class Lifecycle:
         elif isinstance(sock, int):
             self._worker.on_readable(sock)
 
-    def _drain(
-        self, receive: Callable[[], Envelope], handle: Callable[[Envelope], None]
-    ) -> None:
+    def _drain(self, receive: Callable[[], Envelope], handle: Callable[[Envelope], None]) -> None:
         while True:
             try:
                 envelope = receive()
@@ -157,7 +154,9 @@ class Lifecycle:
         if self._awaiting_snapshot or envelope.seq <= self._seq:
             return
         if envelope.seq != self._seq + 1:
-            log.warning("broadcast gap have=%d got=%d; asking for a snapshot", self._seq, envelope.seq)
+            log.warning(
+                "broadcast gap have=%d got=%d; asking for a snapshot", self._seq, envelope.seq
+            )
             self._awaiting_snapshot = True
             self._send(SnapshotRequest(self._bus.name))
             return

@@ -17,7 +17,6 @@ import time
 from collections.abc import Sequence
 
 from pkletd.ipc.bus import WorkerBus
-from pkletd.workers.lifecycle import WorkerSettings, serve
 from pkletd.ipc.cri import CriError, CriRuntime
 from pkletd.ipc.messages import (
     SANDBOX_PREFIX,
@@ -27,6 +26,7 @@ from pkletd.ipc.messages import (
     RelistCompleted,
     Snapshot,
 )
+from pkletd.workers.lifecycle import WorkerSettings, serve
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,10 @@ class Pleg:
                 states[key], owners[key] = sandbox.state.value, sandbox.uid
         for container in self._runtime.list_containers():
             if container.pod_uid:
-                states[container.id], owners[container.id] = container.state.value, container.pod_uid
+                states[container.id], owners[container.id] = (
+                    container.state.value,
+                    container.pod_uid,
+                )
         return states, owners
 
 
