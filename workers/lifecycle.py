@@ -51,7 +51,7 @@ class Worker(Protocol):
     def on_readable(self, fd: int) -> None: ...
 
     def tick(self, now: float) -> float:
-        """Do what is due; return the monotonic time of the next thing due."""
+        """Do what is due (called every loop turn); return when the next thing is due."""
         ...
 
     def close(self) -> None: ...
@@ -88,7 +88,7 @@ class Lifecycle:
         self._send(Hello(self._bus.name, os.getpid()))
         next_hello = time.monotonic() + HELLO_RETRY_S
         next_beat = time.monotonic() + self._interval
-        next_tick = time.monotonic()
+        next_tick = time.monotonic()  # the worker's own next deadline; asked every turn
         while not self._stopping:
             now = time.monotonic()
             if self._awaiting_snapshot and now >= next_hello:
@@ -97,7 +97,7 @@ class Lifecycle:
             if now >= next_beat:
                 self._send(Heartbeat(self._bus.name))
                 next_beat = now + self._interval
-            if not self._awaiting_snapshot and now >= next_tick:
+            if not self._awaiting_snapshot:
                 next_tick = self._worker.tick(now)
             due = min(next_beat, next_hello if self._awaiting_snapshot else next_tick)
             timeout_ms = max(0, int((due - time.monotonic()) * 1000) + 1)

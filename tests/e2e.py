@@ -1,0 +1,232 @@
+"""Running the real pkletd in tests: a process, its dirs, manifests and questions.
+
+``Pkletd`` starts ``.venv/bin/pkletd start`` against the test containerd with a
+private run dir, log dir, root dir and manifest dir, and answers through the real
+control socket. ``wait_for`` polls a condition with a deadline: tests never sleep
+to synchronise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pkletd.supervisor import cli
+
+T = TypeVar("T")
+REPO = Path(__file__).resolve().parent.parent
+PKLETD = REPO / ".venv" / "bin" / "pkletd"
+NODE = "testnode"
+BUSYBOX = "pkletd.local/busybox:1"
+
+
+def wait_for(what: str, check: Callable[[], T | None], timeout: float = 30.0, every: float = 0.05) -> T:
+    """Poll ``check`` until it returns something truthy; fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except (ConnectionError, OSError, KeyError, ValueError) as exc:
+            last = exc
+        if last and not isinstance(last, Exception):
+            return last
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pod_manifest(
+    name: str,
+    command: str = "trap 'exit 0' TERM; while true; do sleep 1; done",
+    *,
+    restart_policy: str = "Always",
+    host_network: bool = True,
+    grace: int = 1,
+    containers: int = 1,
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"test": name}},
+        "spec": {
+            "hostNetwork": host_network,
+            "restartPolicy": restart_policy,
+            "terminationGracePeriodSeconds": grace,
+            "containers": [
+                {"name": f"c{i}", "image": BUSYBOX, "command": ["sh", "-c", command]}
+                for i in range(containers)
+            ],
+        },
+    }
+
+
+def pkletd_processes() -> dict[int, str]:
+    """Every process on the machine whose title is ``pkletd: ...``."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                title = (entry / "cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+            except OSError:
+                continue
+            if title.startswith("pkletd: "):
+                found[int(entry.name)] = title
+    return found
+
+
+class Pkletd:
+    def __init__(self, endpoint: str, heartbeat_timeout: str = "10s") -> None:
+        self.base = Path(tempfile.mkdtemp(prefix="pk-", dir="/tmp"))
+        self.run_dir = self.base / "run"
+        self.log_dir = self.base / "log"
+        self.root_dir = self.base / "root"
+        self.pod_logs = self.base / "pods"
+        self.manifests = self.base / "manifests"
+        self.manifests.mkdir()
+        self.endpoint = endpoint
+        self.healthz_port = free_port()
+        self.read_only_port = free_port()
+        self.heartbeat_timeout = heartbeat_timeout
+        self.config = self.base / "kubelet-config.yaml"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.write_config()
+
+    def write_config(self, **fields: Any) -> None:
+        doc = {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            "staticPodPath": str(self.manifests),
+            "fileCheckFrequency": "20s",
+            "containerRuntimeEndpoint": self.endpoint,
+            "podLogsDir": str(self.pod_logs),
+            "readOnlyPort": self.read_only_port,
+            "healthzPort": self.healthz_port,
+            **fields,
+        }
+        self.config.write_text(json.dumps(doc, indent=2))
+
+    def args(self) -> list[str]:
+        return [
+            str(PKLETD),
+            "start",
+            "--config",
+            str(self.config),
+            "--run-dir",
+            str(self.run_dir),
+            "--log-dir",
+            str(self.log_dir),
+            "--root-dir",
+            str(self.root_dir),
+            "--hostname-override",
+            NODE,
+            "--worker-heartbeat-timeout",
+            self.heartbeat_timeout,
+        ]
+
+    def start(self, wait: bool = True) -> Pkletd:
+        out = open(self.base / "stderr.log", "ab")  # noqa: SIM115 (lives as long as the process)
+        self.proc = subprocess.Popen(self.args(), stdout=out, stderr=subprocess.STDOUT)
+        out.close()
+        if wait:
+            wait_for("all workers running", self.all_running)
+        return self
+
+    # --- questions -------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        return cli.request(str(self.run_dir), {"command": "status"})
+
+    def workers(self) -> dict[str, dict[str, Any]]:
+        return {w["name"]: w for w in self.status()["workers"]}
+
+    def all_running(self) -> bool:
+        return all(w["state"] == "running" for w in self.workers().values())
+
+    def pods(self) -> dict[str, dict[str, Any]]:
+        return {p["name"]: p for p in self.status()["pods"]}
+
+    def pod(self, name: str) -> dict[str, Any] | None:
+        return self.pods().get(f"{name}-{NODE}")
+
+    def wait_phase(self, name: str, phase: str, timeout: float = 30.0) -> dict[str, Any]:
+        def check() -> dict[str, Any] | None:
+            pod = self.pod(name)
+            return pod if pod is not None and pod["phase"] == phase else None
+
+        return wait_for(f"pod {name} {phase}", check, timeout)
+
+    def wait_running(self, name: str, timeout: float = 30.0) -> dict[str, Any]:
+        def check() -> dict[str, Any] | None:
+            pod = self.pod(name)
+            ok = pod is not None and pod["phase"] == "Running"
+            return pod if ok and all(c["state"] == "running" for c in pod["containers"]) else None
+
+        return wait_for(f"pod {name} running", check, timeout)
+
+    def log(self, process: str = "supervisor") -> str:
+        path = self.log_dir / f"{process}.log"
+        return path.read_text() if path.exists() else ""
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(PKLETD), *args, "--run-dir", str(self.run_dir)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    # --- manifests -------------------------------------------------------------
+
+    def put(self, name: str, manifest: dict[str, Any] | str) -> Path:
+        text = manifest if isinstance(manifest, str) else json.dumps(manifest)
+        tmp = self.manifests / f".{name}.tmp"
+        tmp.write_text(text)
+        path = self.manifests / f"{name}.yaml"
+        tmp.rename(path)
+        return path
+
+    def remove(self, name: str) -> None:
+        (self.manifests / f"{name}.yaml").unlink()
+
+    # --- process ---------------------------------------------------------------
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        self.proc.wait(timeout=60)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def close(self) -> None:
+        self.stop()
+        wait_for("no pkletd process left", lambda: not pkletd_processes(), timeout=15)
+        if os.environ.get("PKLETD_KEEP_TMP") != "1":
+            shutil.rmtree(self.base, ignore_errors=True)
+
+
+def dump_logs(agent: Pkletd) -> None:
+    for path in sorted(agent.log_dir.glob("*.log")):
+        sys.stderr.write(f"==== {path.name}\n{path.read_text()[-4000:]}\n")
