@@ -96,6 +96,7 @@ class Agent:
         self._due: dict[str, float] = {}
         self._terminating: set[str] = set()
         self._stopping = False
+        self._signalled = ""
         self._announced_ready = False
         self._runtime_ok = True
         self._next_housekeeping = 0.0
@@ -110,7 +111,7 @@ class Agent:
     def run(self) -> int:
         signal.set_wakeup_fd(self._wake_w)
         for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: self._begin_stop("signal"))
+            signal.signal(sig, self._on_signal)
         poller = zmq.Poller()
         poller.register(self._bus.router, zmq.POLLIN)
         for fd in (
@@ -125,11 +126,17 @@ class Agent:
         )
         self._children.start_all()
         while not (self._stopping and self._children.all_stopped()):
+            if self._signalled and not self._stopping:
+                self._begin_stop(f"signal {self._signalled}")
             timeout = max(0.0, self._tick() - time.monotonic())
             for sock, _ in poller.poll(int(timeout * 1000) + 1):
                 self._dispatch(sock)
         self._shutdown()
         return 0
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        # Only note it: the loop acts on it between two handlers, never inside one.
+        self._signalled = signal.Signals(signum).name
 
     def _runtime_version(self) -> str:
         try:

@@ -37,7 +37,7 @@ def wait_for(what: str, check: Callable[[], T | None], timeout: float = 30.0, ev
     while time.monotonic() < deadline:
         try:
             last = check()
-        except (ConnectionError, OSError, KeyError, ValueError) as exc:
+        except (ConnectionError, OSError, LookupError, ValueError) as exc:
             last = exc
         if last and not isinstance(last, Exception):
             return last

@@ -1,0 +1,69 @@
+"""Shared pytest fixtures.
+
+Runtime fixtures
+    ``containerd``     session-wide private containerd (``tests/harness``) at
+                       ``/tmp/pkletd-ctr-test`` (or ``$PKLETD_TEST_CONTAINERD_DIR``);
+                       a running one there is reused.
+                       Stopped at session end unless ``PKLETD_KEEP_CONTAINERD=1``
+                       (then ``tests/harness/containerd.py down --dir ...`` stops it).
+    ``clean_runtime``  the same daemon; every pod sandbox is removed after the test.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e import Pkletd, dump_logs
+from tests.harness.containerd import PrivateContainerd, ensure_installed, remove_all_pods
+
+# PKLETD_TEST_CONTAINERD_DIR gives concurrent test sessions on one machine their own daemon.
+CONTAINERD_TEST_DIR = Path(os.environ.get("PKLETD_TEST_CONTAINERD_DIR", "/tmp/pkletd-ctr-test"))
+
+
+# --------------------------------------------------------------------------- runtime
+
+
+@pytest.fixture(scope="session")
+def containerd() -> Iterator[PrivateContainerd]:
+    ensure_installed()
+    daemon = PrivateContainerd(CONTAINERD_TEST_DIR)
+    daemon.start()
+    remove_all_pods(daemon.address)  # a reused daemon may hold pods of an aborted run
+    try:
+        yield daemon
+    finally:
+        if os.environ.get("PKLETD_KEEP_CONTAINERD") != "1":
+            daemon.stop()
+
+
+@pytest.fixture
+def clean_runtime(containerd: PrivateContainerd) -> Iterator[PrivateContainerd]:
+    yield containerd
+    remove_all_pods(containerd.address)
+
+
+# --------------------------------------------------------------------------- pkletd
+
+
+@pytest.fixture
+def pkletd(clean_runtime: PrivateContainerd, request: pytest.FixtureRequest) -> Iterator[Pkletd]:
+    """A pkletd (not yet started) on the test containerd; stopped and checked after."""
+    agent = Pkletd(clean_runtime.address, **getattr(request, "param", {}))
+    try:
+        yield agent
+    finally:
+        failed = getattr(request.node, "rep_call", None)
+        if failed is not None and failed.failed:
+            dump_logs(agent)
+        agent.close()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report

@@ -1,0 +1,1 @@
+"""Test/dev harness: a private containerd with locally built images."""

@@ -1,0 +1,434 @@
+"""Tests for pkletd.supervisor.config: defaults < file < flags, and the error messages."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import socket
+from pathlib import Path
+
+import pytest
+from pkletd.supervisor import config
+from pkletd.supervisor.config import ConfigError, KubeletConfig, LoadResult, parse_duration
+
+HEADER = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    config.add_flags(parser)
+    return parser.parse_args(argv)
+
+
+def load(*argv: str) -> LoadResult:
+    return config.load(parse(*argv))
+
+
+def write(tmp_path: Path, body: str, header: str = HEADER) -> str:
+    path = tmp_path / "kubelet-config.yaml"
+    path.write_text(header + body)
+    return str(path)
+
+
+def load_error(*argv: str) -> str:
+    with pytest.raises(ConfigError) as info:
+        load(*argv)
+    return str(info.value)
+
+
+def file_error(tmp_path: Path, body: str, header: str = HEADER) -> tuple[str, str]:
+    path = write(tmp_path, body, header)
+    return path, load_error("--config", path)
+
+
+# --- defaults, file, flags ---------------------------------------------------------------
+
+
+def test_defaults_without_a_file() -> None:
+    result = load()
+    assert result.warnings == ()
+    assert result.config == KubeletConfig(
+        static_pod_path="",
+        file_check_frequency=20.0,
+        sync_frequency=60.0,
+        container_runtime_endpoint="unix:///run/containerd/containerd.sock",
+        runtime_request_timeout=120.0,
+        pod_logs_dir="/var/log/pods",
+        read_only_port=0,
+        healthz_port=10248,
+        healthz_bind_address="127.0.0.1",
+        address="0.0.0.0",
+        port=10250,
+        max_pods=110,
+        pod_pids_limit=-1,
+        root_dir="/var/lib/kubelet",
+        run_dir="/run/pkletd",
+        log_dir="/var/log/pkletd",
+        node_name=socket.gethostname().lower(),
+        pleg_relist_period=1.0,
+        worker_heartbeat_timeout=10.0,
+        pod_sync_parallelism=10,
+    )
+
+
+def test_load_accepts_a_namespace_without_any_flags() -> None:
+    assert config.load(argparse.Namespace()) == load()
+
+
+def test_config_is_frozen_and_slotted() -> None:
+    cfg = load().config
+    assert not hasattr(cfg, "__dict__")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.__setattr__("port", 1)
+
+
+def test_file_values(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+staticPodPath: /etc/kubernetes/manifests
+fileCheckFrequency: 5s
+syncFrequency: 1m30s
+containerRuntimeEndpoint: unix:///run/crio/crio.sock
+runtimeRequestTimeout: 500ms
+podLogsDir: /srv/pod-logs
+readOnlyPort: 10255
+healthzPort: 0
+healthzBindAddress: "::1"
+address: 10.0.0.5
+port: 11250
+maxPods: 30
+podPidsLimit: 4096
+""",
+    )
+    result = load("--config", path)
+    assert result.warnings == ()
+    cfg = result.config
+    assert cfg.static_pod_path == "/etc/kubernetes/manifests"
+    assert cfg.file_check_frequency == 5.0
+    assert cfg.sync_frequency == 90.0
+    assert cfg.container_runtime_endpoint == "unix:///run/crio/crio.sock"
+    assert cfg.runtime_request_timeout == 0.5
+    assert cfg.pod_logs_dir == "/srv/pod-logs"
+    assert cfg.read_only_port == 10255
+    assert cfg.healthz_port == 0
+    assert cfg.healthz_bind_address == "::1"
+    assert cfg.address == "10.0.0.5"
+    assert cfg.port == 11250
+    assert cfg.max_pods == 30
+    assert cfg.pod_pids_limit == 4096
+    assert cfg.root_dir == "/var/lib/kubelet"
+
+
+def test_absent_fields_keep_defaults(tmp_path: Path) -> None:
+    path = write(tmp_path, "maxPods: 12\n")
+    cfg = load("--config", path).config
+    assert cfg == dataclasses.replace(load().config, max_pods=12)
+
+
+def test_null_and_zero_values_mean_default_like_the_kubelet(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        'syncFrequency: "0s"\nport: 0\nmaxPods: 0\naddress: ""\npodLogsDir:\nreadOnlyPort: 0\n',
+    )
+    assert load("--config", path).config == load().config
+
+
+def test_zero_is_kept_where_it_means_something(tmp_path: Path) -> None:
+    path = write(tmp_path, "healthzPort: 0\npodPidsLimit: 0\n")
+    cfg = load("--config", path).config
+    assert (cfg.healthz_port, cfg.pod_pids_limit) == (0, 0)
+
+
+def test_negative_pod_pids_limit_becomes_minus_one(tmp_path: Path) -> None:
+    path = write(tmp_path, "podPidsLimit: -7\n")
+    assert load("--config", path).config.pod_pids_limit == -1
+
+
+def test_flags_override_file(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "staticPodPath: /from/file\nsyncFrequency: 2m\nmaxPods: 30\nport: 11250\n",
+    )
+    cfg = load(
+        "--config",
+        path,
+        "--pod-manifest-path",
+        "/from/flag",
+        "--sync-frequency=10s",
+        "--max-pods",
+        "7",
+    ).config
+    assert cfg.static_pod_path == "/from/flag"
+    assert cfg.sync_frequency == 10.0
+    assert cfg.max_pods == 7
+    assert cfg.port == 11250  # not given as a flag: the file value stays
+
+
+def test_every_kubelet_flag(tmp_path: Path) -> None:
+    cfg = load(
+        "--pod-manifest-path=/m",
+        "--file-check-frequency=1s",
+        "--sync-frequency=2s",
+        "--container-runtime-endpoint=unix:///x.sock",
+        "--runtime-request-timeout=3s",
+        "--read-only-port=10255",
+        "--healthz-port=0",
+        "--healthz-bind-address=0.0.0.0",
+        "--address=127.0.0.2",
+        "--port=12000",
+        "--max-pods=5",
+    ).config
+    assert (cfg.static_pod_path, cfg.container_runtime_endpoint) == ("/m", "unix:///x.sock")
+    assert (cfg.file_check_frequency, cfg.sync_frequency, cfg.runtime_request_timeout) == (
+        1.0,
+        2.0,
+        3.0,
+    )
+    assert (cfg.read_only_port, cfg.healthz_port, cfg.port, cfg.max_pods) == (10255, 0, 12000, 5)
+    assert (cfg.healthz_bind_address, cfg.address) == ("0.0.0.0", "127.0.0.2")
+
+
+def test_pkletd_flags() -> None:
+    cfg = load(
+        "--root-dir=/r",
+        "--run-dir=/run/x",
+        "--log-dir=/l",
+        "--hostname-override=  Node-A ",
+        "--pleg-relist-period=250ms",
+        "--worker-heartbeat-timeout=30s",
+        "--pod-sync-parallelism=3",
+    ).config
+    assert (cfg.root_dir, cfg.run_dir, cfg.log_dir) == ("/r", "/run/x", "/l")
+    assert cfg.node_name == "node-a"  # trimmed and lowercased, as the kubelet does
+    assert (cfg.pleg_relist_period, cfg.worker_heartbeat_timeout) == (0.25, 30.0)
+    assert cfg.pod_sync_parallelism == 3
+
+
+def test_flags_default_to_none_so_absence_is_visible() -> None:
+    args = parse()
+    assert args.config is None
+    assert all(getattr(args, f.attr) is None for f in config._FIELDS if f.flag is not None)
+
+
+def test_help_mentions_defaults_and_file_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "300")
+    parser = argparse.ArgumentParser()
+    config.add_flags(parser)
+    text = parser.format_help()
+    assert "(default 20s; overrides fileCheckFrequency from --config)" in text
+    assert "--hostname-override STRING" in text
+    assert "--pleg-relist-period DURATION" in text
+    assert "--max-pods INT" in text
+
+
+# --- warnings for real-but-unimplemented fields --------------------------------------------
+
+
+def test_unimplemented_kubelet_fields_warn(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+clusterDNS: [10.96.0.10]
+clusterDomain: cluster.local
+maxPods: 50
+cgroupDriver: systemd
+authentication:
+  anonymous: {enabled: false}
+evictionHard: {memory.available: 100Mi}
+""",
+    )
+    result = load("--config", path)
+    assert result.config.max_pods == 50
+    assert result.warnings == tuple(
+        f'{path}: field "{name}" is not implemented by pkletd yet; ignored'
+        for name in (
+            "clusterDNS",
+            "clusterDomain",
+            "cgroupDriver",
+            "authentication",
+            "evictionHard",
+        )
+    )
+
+
+def test_field_table_matches_dataclass_and_v1beta1_list() -> None:
+    attrs = [f.attr for f in config._FIELDS]
+    assert attrs == [f.name for f in dataclasses.fields(KubeletConfig)]
+    names = {f.yaml for f in config._FIELDS if f.yaml is not None}
+    assert names <= config._V1BETA1_FIELDS
+    assert {"featureGates", "serializeImagePulls", "kubeAPIQPS", "containerLogMaxSize"} <= (
+        config._V1BETA1_FIELDS
+    )
+
+
+# --- file errors name the file and the field ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            "fileCheckFrequency: 20x\n",
+            'field "fileCheckFrequency": invalid duration "20x" (want e.g. "20s", "1m30s")',
+        ),
+        ("syncFrequency: -5s\n", 'field "syncFrequency": negative duration "-5s" is not allowed'),
+        (
+            "syncFrequency: 20\n",
+            'field "syncFrequency": must be a duration string such as "20s", got 20',
+        ),
+        (
+            "readOnlyPort: abc\n",
+            'field "readOnlyPort": must be an integer in 0..65535, got "abc"',
+        ),
+        (
+            "readOnlyPort: 70000\n",
+            'field "readOnlyPort": must be an integer in 0..65535, got 70000',
+        ),
+        ("healthzPort: true\n", 'field "healthzPort": must be an integer in 0..65535, got true'),
+        ("port: 8080.0\n", 'field "port": must be an integer in 0..65535, got 8080.0'),
+        ("maxPods: -1\n", 'field "maxPods": must be an integer in 0..2147483647, got -1'),
+        ("staticPodPath: 123\n", 'field "staticPodPath": must be a string, got 123'),
+        ("staticPodPath: [a]\n", 'field "staticPodPath": must be a string, got ["a"]'),
+        ("address: localhost\n", 'field "address": must be an IP address, got "localhost"'),
+        ("podLogsDir: logs\n", 'field "podLogsDir": must be an absolute path, got "logs"'),
+    ],
+)
+def test_bad_field_values(tmp_path: Path, body: str, message: str) -> None:
+    path, error = file_error(tmp_path, body)
+    assert error == f"{path}: {message}"
+
+
+def test_unknown_field_with_suggestion(tmp_path: Path) -> None:
+    path, error = file_error(tmp_path, "staticPodPat: /etc/kubernetes/manifests\n")
+    assert error == f'{path}: unknown field "staticPodPat"; did you mean "staticPodPath"?'
+
+
+def test_unknown_field_suggests_unimplemented_names_too(tmp_path: Path) -> None:
+    path, error = file_error(tmp_path, "clusterDns: [10.96.0.10]\n")
+    assert error == f'{path}: unknown field "clusterDns"; did you mean "clusterDNS"?'
+
+
+def test_unknown_field_without_suggestion(tmp_path: Path) -> None:
+    path, error = file_error(tmp_path, "frobnicate: yes\n")
+    assert error == f'{path}: unknown field "frobnicate"'
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    path = str(tmp_path / "nope.yaml")
+    assert load_error("--config", path) == f"{path}: no such file"
+
+
+def test_unreadable_path(tmp_path: Path) -> None:
+    assert load_error("--config", str(tmp_path)).startswith(f"{tmp_path}: cannot read: ")
+
+
+def test_invalid_yaml(tmp_path: Path) -> None:
+    path, error = file_error(tmp_path, "maxPods: 1\n  port: 2\n")
+    assert (
+        error == f"{path}: not valid YAML: mapping values are not allowed here (line 4, column 7)"
+    )
+
+
+def test_several_documents_are_invalid_yaml(tmp_path: Path) -> None:
+    path, error = file_error(tmp_path, "---\nmaxPods: 1\n")
+    assert error.startswith(f"{path}: not valid YAML: expected a single document in the stream")
+
+
+@pytest.mark.parametrize(
+    ("header", "message"),
+    [
+        ("kind: KubeletConfiguration\n", "apiVersion must be kubelet.config.k8s.io/v1beta1"),
+        (
+            "apiVersion: kubelet.config.k8s.io/v1alpha1\nkind: KubeletConfiguration\n",
+            "apiVersion must be kubelet.config.k8s.io/v1beta1,"
+            ' got "kubelet.config.k8s.io/v1alpha1"',
+        ),
+        ("apiVersion: kubelet.config.k8s.io/v1beta1\n", "kind must be KubeletConfiguration"),
+        (
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: Pod\n",
+            'kind must be KubeletConfiguration, got "Pod"',
+        ),
+    ],
+)
+def test_bad_header(tmp_path: Path, header: str, message: str) -> None:
+    path, error = file_error(tmp_path, "", header)
+    assert error == f"{path}: {message}"
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"), [("", "null"), ("- a\n- b\n", '["a", "b"]'), ("hello\n", '"hello"')]
+)
+def test_top_level_must_be_a_mapping(tmp_path: Path, text: str, shown: str) -> None:
+    path, error = file_error(tmp_path, text, header="")
+    assert error == f"{path}: top level must be a mapping of fields, got {shown}"
+
+
+# --- flag errors name the flag ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ("--sync-frequency=5",),
+            '--sync-frequency: invalid duration "5" (want e.g. "20s", "1m30s")',
+        ),
+        (
+            ("--pleg-relist-period=-1s",),
+            '--pleg-relist-period: negative duration "-1s" is not allowed',
+        ),
+        (("--port=http",), '--port: must be an integer in 0..65535, got "http"'),
+        (("--read-only-port=1.5",), '--read-only-port: must be an integer in 0..65535, got "1.5"'),
+        (("--max-pods=-3",), "--max-pods: must be an integer in 0..2147483647, got -3"),
+        (("--address=::zz",), '--address: must be an IP address, got "::zz"'),
+    ],
+)
+def test_bad_flag_values(argv: tuple[str, ...], message: str) -> None:
+    assert load_error(*argv) == message
+
+
+def test_file_errors_are_reported_even_when_a_flag_overrides_the_field(tmp_path: Path) -> None:
+    path = write(tmp_path, "maxPods: x\n")
+    assert load_error("--config", path, "--max-pods=3").startswith(f'{path}: field "maxPods"')
+
+
+# --- durations ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("20s", 20.0),
+        ("1m", 60.0),
+        ("1m30s", 90.0),
+        ("500ms", 0.5),
+        ("2h", 7200.0),
+        ("1.5h", 5400.0),
+        (".5s", 0.5),
+        ("1h2m3s", 3723.0),
+        ("250us", 250e-6),
+        ("250µs", 250e-6),
+        ("250μs", 250e-6),
+        ("10ns", 10e-9),
+        ("0", 0.0),
+        ("0s", 0.0),
+        ("+5s", 5.0),
+    ],
+)
+def test_parse_duration(text: str, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize(
+    "text", ["", "20x", "20", "s", "1.5", ".s", "5 s", " 5s", "1e3s", "1d", "٢s", "5s-1s"]
+)
+def test_parse_duration_rejects_malformed(text: str) -> None:
+    with pytest.raises(ValueError, match="invalid duration"):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize("text", ["-5s", "-1m30s", "-0"])
+def test_parse_duration_rejects_negative(text: str) -> None:
+    with pytest.raises(ValueError, match="negative duration"):
+        parse_duration(text)

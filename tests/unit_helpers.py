@@ -1,0 +1,87 @@
+"""Builders shared by the pure unit tests: pods, and what the runtime has for them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pkletd.ipc.cri import (
+    ContainerID,
+    ContainerInfo,
+    ContainerState,
+    SandboxID,
+    SandboxInfo,
+    SandboxState,
+)
+from pkletd.ipc.podspec import Pod, parse_pod
+from pkletd.supervisor.podsync import PodRuntime
+from pkletd.supervisor.runtimespec import CONTAINER_HASH
+
+UID = "uid-1"
+SECOND = 1_000_000_000  # the CRI reports times in nanoseconds
+T0 = 1_700_000_000 * SECOND
+
+
+def pod_dict(*names: str, **spec: Any) -> dict[str, Any]:
+    """A minimal API pod with one busybox container per name (default: "app")."""
+    containers = [{"name": n, "image": "busybox:1.36", "command": ["sleep", "1d"]} for n in names]
+    return {
+        "metadata": {"name": "web", "namespace": "default", "uid": UID},
+        "spec": {"containers": containers or [{"name": "app", "image": "busybox:1.36"}], **spec},
+    }
+
+
+def make_pod(*names: str, **spec: Any) -> Pod:
+    return parse_pod(pod_dict(*names, **spec))
+
+
+def sandbox(
+    state: SandboxState = SandboxState.READY, ip: str = "10.88.0.5", attempt: int = 0
+) -> SandboxInfo:
+    return SandboxInfo(
+        id=SandboxID(f"sb{attempt}"),
+        name="web",
+        namespace="default",
+        uid=UID,
+        attempt=attempt,
+        state=state,
+        created_at=T0 + attempt,
+        labels={},
+        annotations={},
+        ip=ip,
+    )
+
+
+def container(
+    pod: Pod,
+    name: str = "app",
+    state: ContainerState = ContainerState.RUNNING,
+    attempt: int = 0,
+    exit_code: int = 0,
+    spec_hash: str | None = None,
+) -> ContainerInfo:
+    """An instance of ``name``; by default carrying the hash of the pod's current spec."""
+    wanted = next(c for c in pod.containers if c.name == name)
+    exited = state is ContainerState.EXITED
+    return ContainerInfo(
+        id=ContainerID(f"{name}-{attempt}"),
+        sandbox_id=SandboxID("sb0"),
+        name=name,
+        attempt=attempt,
+        state=state,
+        created_at=T0 + attempt * 10 * SECOND,
+        image=wanted.image,
+        image_ref="sha256:feed",
+        labels={},
+        annotations={CONTAINER_HASH: wanted.hash if spec_hash is None else spec_hash},
+        started_at=T0 + (attempt * 10 + 1) * SECOND,
+        finished_at=T0 + (attempt * 10 + 5) * SECOND if exited else 0,
+        exit_code=exit_code,
+    )
+
+
+def runtime(*objects: SandboxInfo | ContainerInfo) -> PodRuntime:
+    """A PodRuntime holding ``objects``, each kind newest first as ``podsync.inspect`` sorts."""
+    boxes = sorted((o for o in objects if isinstance(o, SandboxInfo)), key=lambda s: -s.created_at)
+    ctrs = [o for o in objects if isinstance(o, ContainerInfo)]
+    ctrs.sort(key=lambda c: (c.attempt, c.created_at), reverse=True)
+    return PodRuntime(UID, tuple(boxes), tuple(ctrs))
