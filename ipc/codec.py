@@ -50,7 +50,7 @@ def decode(frame: bytes) -> Envelope:
         raise BadMessage("envelope field sender: not a string")
     if version != SCHEMA_VERSION:
         raise BadMessage(f"from {sender}: schema version {version!r}, want {SCHEMA_VERSION}")
-    if not isinstance(seq, int) or not isinstance(sent_at, (int, float)):
+    if not isinstance(seq, int) or isinstance(seq, bool) or not isinstance(sent_at, (int, float)):
         raise BadMessage(f"from {sender}: bad seq or time in envelope")
     cls = MESSAGES.get(kind) if isinstance(kind, str) else None
     if cls is None:

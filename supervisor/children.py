@@ -137,6 +137,8 @@ class Children:
         worker = self._pending.pop(name, None)
         if worker is not None:
             worker.pid = pid
+            if self.shutting_down:  # stop_all ran while it was being forked
+                self._stop(worker, "shutdown")
 
     def by_pid(self, pid: int) -> WorkerProcess | None:
         return next((w for w in self.workers.values() if w.pid == pid and pid), None)
@@ -210,7 +212,7 @@ class Children:
         for worker in self.workers.values():
             if worker.pid:
                 self._stop(worker, "shutdown")
-            elif worker.state is not State.STOPPED:
+            elif worker.state is not State.STOPPED and worker.name not in self._pending:
                 worker._become(State.STOPPED, now, "shutdown")
 
     def all_stopped(self) -> bool:

@@ -139,12 +139,21 @@ def compute_actions(pod: Pod, state: PodRuntime) -> Actions:
     if pod_done(pod, state):
         return Actions(kill_pod=bool(state.running()) or sandbox_ok)
     if not sandbox_ok:
-        attempt = sandbox.attempt + 1 if sandbox is not None else 0
+        if sandbox is not None and pod.restart_policy == "Never" and state.containers:
+            return Actions(kill_pod=True)  # the kubelet never reruns a Never pod's containers
+        succeeded = {
+            c.name
+            for c in pod.containers
+            if pod.restart_policy == "OnFailure"
+            and (latest := state.latest(c.name)) is not None
+            and latest.state is ContainerState.EXITED
+            and latest.exit_code == 0
+        }
         return Actions(
             kill_pod=sandbox is not None,
             create_sandbox=True,
-            sandbox_attempt=attempt,
-            start=pod.containers,
+            sandbox_attempt=sandbox.attempt + 1 if sandbox is not None else 0,
+            start=tuple(c for c in pod.containers if c.name not in succeeded),
         )
     wanted = {c.name: c for c in pod.containers}
     kill = [c for c in state.running() if c.name not in wanted]

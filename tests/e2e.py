@@ -30,7 +30,9 @@ NODE = "testnode"
 BUSYBOX = "pkletd.local/busybox:1"
 
 
-def wait_for(what: str, check: Callable[[], T | None], timeout: float = 30.0, every: float = 0.05) -> T:
+def wait_for(
+    what: str, check: Callable[[], T | None], timeout: float = 30.0, every: float = 0.05
+) -> T:
     """Poll ``check`` until it returns something truthy; fail naming ``what``."""
     deadline = time.monotonic() + timeout
     last: Any = None
@@ -76,16 +78,17 @@ def pod_manifest(
     }
 
 
-def pkletd_processes() -> dict[int, str]:
-    """Every process on the machine whose title is ``pkletd: ...``."""
+def pkletd_processes(session: int | None = None) -> dict[int, str]:
+    """Processes titled ``pkletd: ...`` (in one session, if given), by pid."""
     found = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 title = (entry / "cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+                in_session = session is None or os.getsid(int(entry.name)) == session
             except OSError:
                 continue
-            if title.startswith("pkletd: "):
+            if title.startswith("pkletd: ") and in_session:
                 found[int(entry.name)] = title
     return found
 
@@ -105,6 +108,7 @@ class Pkletd:
         self.heartbeat_timeout = heartbeat_timeout
         self.config = self.base / "kubelet-config.yaml"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.session = -1
         self.write_config()
 
     def write_config(self, **fields: Any) -> None:
@@ -141,8 +145,11 @@ class Pkletd:
 
     def start(self, wait: bool = True) -> Pkletd:
         out = open(self.base / "stderr.log", "ab")  # noqa: SIM115 (lives as long as the process)
-        self.proc = subprocess.Popen(self.args(), stdout=out, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            self.args(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
         out.close()
+        self.session = self.proc.pid  # the leader of its own session: workers inherit it
         if wait:
             wait_for("all workers running", self.all_running)
         return self
@@ -220,9 +227,13 @@ class Pkletd:
                 self.proc.kill()
                 self.proc.wait()
 
+    def processes(self) -> dict[int, str]:
+        """This pkletd's processes still alive (a restarted one is a new session)."""
+        return pkletd_processes(self.session)
+
     def close(self) -> None:
         self.stop()
-        wait_for("no pkletd process left", lambda: not pkletd_processes(), timeout=15)
+        wait_for("no pkletd process left", lambda: not self.processes(), timeout=15)
         if os.environ.get("PKLETD_KEEP_TMP") != "1":
             shutil.rmtree(self.base, ignore_errors=True)
 

@@ -21,6 +21,8 @@ def start_with(pkletd: Pkletd, text: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(pkletd.args(), capture_output=True, text=True, timeout=60)
 
 
+POD = "apiVersion: v1\nkind: Pod\n"
+ONE = "spec: {containers: [{name: c, image: i}]}\n"
 HEADER = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
 
 
@@ -42,7 +44,10 @@ def test_bad_config_exits_2_naming_file_and_field(pkletd: Pkletd, body: str, nee
 
 def test_missing_config_file_exits_2(pkletd: Pkletd) -> None:
     result = subprocess.run(
-        [str(PKLETD), "start", "--config", "/nonexistent/kubelet.yaml"], capture_output=True, text=True, timeout=60
+        [str(PKLETD), "start", "--config", "/nonexistent/kubelet.yaml"],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 2
     assert "/nonexistent/kubelet.yaml: no such file" in result.stderr
@@ -60,13 +65,18 @@ def test_bad_flag_value_exits_2(pkletd: Pkletd) -> None:
     ("text", "reason"),
     [
         ("metadata: {name: x\n  spec: [", "not valid YAML or JSON"),
-        ("apiVersion: v1\nkind: Pod\nmetadata: {name: empty}\nspec: {}\n", "spec.containers: required value"),
         (
-            "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: c, image: i}]}\n---\n"
-            "apiVersion: v1\nkind: Pod\nmetadata: {name: b}\nspec: {containers: [{name: c, image: i}]}\n",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: empty}\nspec: {}\n",
+            "spec.containers: required value",
+        ),
+        (
+            f"{POD}metadata: {{name: a}}\n{ONE}---\n{POD}metadata: {{name: b}}\n{ONE}",
             "want exactly one Pod per file, found 2 documents",
         ),
-        ("apiVersion: v1\nkind: Pod\nmetadata: {name: noimage}\nspec: {containers: [{name: c}]}\n", "spec.containers[0].image"),
+        (
+            f"{POD}metadata: {{name: noimage}}\nspec: {{containers: [{{name: c}}]}}\n",
+            "spec.containers[0].image",
+        ),
     ],
 )
 def test_bad_manifest_is_reported_and_others_run(pkletd: Pkletd, text: str, reason: str) -> None:
@@ -74,7 +84,10 @@ def test_bad_manifest_is_reported_and_others_run(pkletd: Pkletd, text: str, reas
     bad = pkletd.put("bad", text)
     pkletd.start()
     pkletd.wait_running("good")
-    line = wait_for("rejection logged", lambda: [l for l in pkletd.log().splitlines() if "manifest rejected" in l])
+    line = wait_for(
+        "rejection logged",
+        lambda: [line for line in pkletd.log().splitlines() if "manifest rejected" in line],
+    )
     assert f"path={bad}" in line[0] and reason in line[0]
     assert len(pkletd.pods()) == 1
 
@@ -90,7 +103,10 @@ def test_restart_unknown_worker_exits_2_with_names(pkletd: Pkletd) -> None:
 def test_cli_without_a_running_pkletd_says_so(pkletd: Pkletd) -> None:
     result = pkletd.cli("status")
     assert result.returncode == 1
-    assert f"pkletd is not running (no control socket at {pkletd.run_dir}/control.sock)" in result.stderr
+    assert (
+        f"pkletd is not running (no control socket at {pkletd.run_dir}/control.sock)"
+        in result.stderr
+    )
 
 
 def test_cli_usage_error_exits_2() -> None:
@@ -113,7 +129,10 @@ def test_garbage_on_the_bus_and_control_socket_is_dropped(pkletd: Pkletd) -> Non
         dealer.close()
     finally:
         ctx.term()
-    log = wait_for("bad frames logged", lambda: pkletd.log().count("dropped bad bus message") >= 3 and pkletd.log())
+    log = wait_for(
+        "bad frames logged",
+        lambda: pkletd.log().count("dropped bad bus message") >= 3 and pkletd.log(),
+    )
     assert "unknown kind 'NoSuchKind'" in log
     assert "Heartbeat field 'worker': int is not str" in log
 
@@ -131,6 +150,8 @@ def test_bad_http_requests(pkletd: Pkletd) -> None:
         urllib.request.urlopen(f"{base}/nope", timeout=5)
     assert missing.value.code == 404
     with pytest.raises(urllib.error.HTTPError) as wrong_method:
-        urllib.request.urlopen(urllib.request.Request(f"{base}/pods", method="POST", data=b"x"), timeout=5)
+        urllib.request.urlopen(
+            urllib.request.Request(f"{base}/pods", method="POST", data=b"x"), timeout=5
+        )
     assert wrong_method.value.code == 405
     assert pkletd.all_running()

@@ -216,6 +216,21 @@ def test_stop_all_stops_everything_without_restarting(f: Fixture) -> None:
     assert f.spawner.spawned == ["pleg", "http"]
 
 
+def test_stop_all_while_a_worker_is_being_forked_stops_it_once_its_pid_is_known(
+    f: Fixture,
+) -> None:
+    f.kids.start_all()
+    f.up("pleg")
+    f.kids.stop_all()
+    f.kids.exited(f.worker().pid, 0)
+    assert not f.kids.all_stopped()  # http is still being forked
+
+    f.kids.spawned("http", 555)
+    assert f.spawner.signals[-1] == (555, signal.SIGTERM)
+    f.kids.exited(555, 0)
+    assert f.kids.all_stopped()
+
+
 def test_stop_all_stops_a_worker_waiting_in_backoff(running: Fixture) -> None:
     f = running
     f.die_quickly()

@@ -23,7 +23,6 @@ def events(old: dict[str, str], new: dict[str, str]) -> list[tuple[str, str, str
         ("created", "exited", DIED),
         (None, "exited", DIED),
         ("running", "unknown", DIED),
-        ("running", None, REMOVED),
         ("exited", None, REMOVED),
     ],
 )
@@ -31,6 +30,10 @@ def test_container_change(before: str | None, after: str | None, event: str) -> 
     old = {} if before is None else {"c1": before}
     new = {} if after is None else {"c1": after}
     assert events(old, new) == [("uid-1", event, "c1")]
+
+
+def test_running_container_gone_between_relists_died_then_removed() -> None:
+    assert events({"c1": "running"}, {}) == [("uid-1", DIED, "c1"), ("uid-1", REMOVED, "c1")]
 
 
 def test_created_container_is_not_an_event_until_it_runs() -> None:
@@ -57,6 +60,7 @@ def test_several_changes_at_once_each_reported_for_its_pod() -> None:
     new = {"c1": "exited"}
     assert diff(old, new, OWNERS) == [
         PodLifecycleEvent("uid-1", DIED, "c1"),
+        PodLifecycleEvent("uid-2", DIED, "c2"),
         PodLifecycleEvent("uid-2", REMOVED, "c2"),
     ]
 

@@ -115,3 +115,20 @@ def test_done_pod_already_torn_down_needs_nothing() -> None:
     pod = make_pod("app", restartPolicy="Never")
     state = runtime(sandbox(SandboxState.NOTREADY), container(pod, state=EXITED))
     assert compute_actions(pod, state) == Actions()
+
+
+def test_lost_sandbox_of_a_never_pod_is_not_recreated() -> None:
+    pod = make_pod("app", restartPolicy="Never")
+    state = runtime(sandbox(SandboxState.NOTREADY), container(pod))
+    assert compute_actions(pod, state) == Actions(kill_pod=True)
+
+
+def test_lost_sandbox_of_an_onfailure_pod_reruns_only_what_did_not_succeed() -> None:
+    pod = make_pod("ok", "bad", restartPolicy="OnFailure")
+    state = runtime(
+        sandbox(SandboxState.NOTREADY),
+        container(pod, "ok", state=EXITED, exit_code=0),
+        container(pod, "bad", state=EXITED, exit_code=1),
+    )
+    actions = compute_actions(pod, state)
+    assert actions.create_sandbox and started(actions) == ["bad"]

@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from tests.e2e import Pkletd, pkletd_processes, pod_manifest, wait_for
+from tests.e2e import Pkletd, pod_manifest, wait_for
 from tests.harness.containerd import cri_channel, runtime_service
 
 pytestmark = pytest.mark.slow
@@ -61,7 +61,7 @@ def test_sigkill_of_each_worker_touches_no_pod(pkletd: Pkletd) -> None:
         assert worker["restarts"] == 1
         assert worker["last_exit"] == "killed by SIGKILL; not expected"
         assert containers_by_pod(pkletd) == before
-    assert f"exited: pleg (killed by SIGKILL; not expected)" in pkletd.log()
+    assert "exited: pleg (killed by SIGKILL; not expected)" in pkletd.log()
 
 
 def test_updates_during_a_worker_outage_are_not_lost(pkletd: Pkletd) -> None:
@@ -82,11 +82,17 @@ def test_updates_during_a_worker_outage_are_not_lost(pkletd: Pkletd) -> None:
 
     def restarted() -> bool:
         pod = pkletd.pod("p0")
-        return pod is not None and pod["containers"][0]["restart_count"] == 1 and pod["containers"][0]["state"] == "running"
+        return (
+            pod is not None
+            and pod["containers"][0]["restart_count"] == 1
+            and pod["containers"][0]["state"] == "running"
+        )
 
     wait_for("p0 restarted after PLEG came back", restarted, timeout=30)
     pkletd.wait_running("late", timeout=30)
-    wait_for("p1 removed after the file source came back", lambda: pkletd.pod("p1") is None, timeout=30)
+    wait_for(
+        "p1 removed after the file source came back", lambda: pkletd.pod("p1") is None, timeout=30
+    )
     assert containers_by_pod(pkletd)["p2-testnode"] == before["p2-testnode"]
 
 
@@ -115,10 +121,13 @@ def test_parent_sigkill_then_start_readopts_pods(pkletd: Pkletd) -> None:
     pkletd.start()
     before = start_pods(pkletd, 5)
     pkletd.kill(signal.SIGKILL)
-    wait_for("workers died with the parent", lambda: not pkletd_processes(), timeout=15)
+    wait_for("workers died with the parent", lambda: not pkletd.processes(), timeout=15)
     pkletd.start()
-    wait_for("all pods known again", lambda: len(pkletd.pods()) == 5 and all(
-        p["phase"] == "Running" for p in pkletd.pods().values()
-    ))
+    wait_for(
+        "all pods known again",
+        lambda: (
+            len(pkletd.pods()) == 5 and all(p["phase"] == "Running" for p in pkletd.pods().values())
+        ),
+    )
     assert containers_by_pod(pkletd) == before
     assert "sandbox started" not in pkletd.log().split("supervisor started")[-1]

@@ -19,7 +19,9 @@ pytestmark = pytest.mark.slow
         ("OnFailure", "exit 0", "Succeeded"),
     ],
 )
-def test_finished_pods_are_not_restarted(pkletd: Pkletd, policy: str, command: str, phase: str) -> None:
+def test_finished_pods_are_not_restarted(
+    pkletd: Pkletd, policy: str, command: str, phase: str
+) -> None:
     pkletd.start()
     pkletd.put("once", pod_manifest("once", command, restart_policy=policy))
     pod = pkletd.wait_phase("once", phase)
@@ -41,7 +43,9 @@ def test_crash_loop_backs_off_from_ten_seconds(pkletd: Pkletd, policy: str) -> N
     wait_for("first restart", lambda: restarts() >= 1, timeout=15)
     backoff = wait_for(
         "CrashLoopBackOff",
-        lambda: (p := pkletd.pod("crash")) and p["containers"][0]["state"] == "CrashLoopBackOff" and p,
+        lambda: (
+            (p := pkletd.pod("crash")) and p["containers"][0]["state"] == "CrashLoopBackOff" and p
+        ),
         timeout=15,
     )
     assert backoff["phase"] == "Running"  # the kubelet reports a restarting pod as Running

@@ -19,18 +19,28 @@ def sandboxes_of(address: str, pod_name: str) -> list[object]:
 
 def test_dropped_in_edited_and_deleted(pkletd: Pkletd) -> None:
     pkletd.start()
-    pkletd.put("app", pod_manifest("app", "trap 'exit 0' TERM; echo hello-from-app; while true; do sleep 1; done"))
+    pkletd.put(
+        "app",
+        pod_manifest(
+            "app", "trap 'exit 0' TERM; echo hello-from-app; while true; do sleep 1; done"
+        ),
+    )
     first = pkletd.wait_running("app", timeout=15)
     first_id = first["containers"][0]["container_id"]
 
     log_dir = pkletd.pod_logs / f"default_app-{NODE}_{first['uid']}" / "c0"
-    line = wait_for("container log line", lambda: (log_dir / "0.log").exists() and (log_dir / "0.log").read_text())
+    line = wait_for(
+        "container log line",
+        lambda: (log_dir / "0.log").exists() and (log_dir / "0.log").read_text(),
+    )
     # The CRI log format: RFC3339Nano time, stream, tag, message.
     timestamp, stream, tag, message = line.splitlines()[0].split(" ", 3)
     assert (stream, tag, message) == ("stdout", "F", "hello-from-app")
     assert timestamp.startswith("20")
 
-    pkletd.put("app", pod_manifest("app", "trap 'exit 0' TERM; echo edited; while true; do sleep 1; done"))
+    pkletd.put(
+        "app", pod_manifest("app", "trap 'exit 0' TERM; echo edited; while true; do sleep 1; done")
+    )
 
     def replaced() -> dict[str, object] | None:
         pod = pkletd.pod("app")
@@ -40,7 +50,12 @@ def test_dropped_in_edited_and_deleted(pkletd: Pkletd) -> None:
 
     second = wait_for("edited pod running", replaced, timeout=20)
     assert second["containers"][0]["container_id"] != first_id
-    wait_for("old sandbox removed", lambda: not [s for s in sandboxes_of(pkletd.endpoint, "app") if s.metadata.uid == first["uid"]])
+    wait_for(
+        "old sandbox removed",
+        lambda: (
+            not [s for s in sandboxes_of(pkletd.endpoint, "app") if s.metadata.uid == first["uid"]]
+        ),
+    )
 
     pkletd.remove("app")
     wait_for("pod gone from status", lambda: pkletd.pod("app") is None, timeout=20)
@@ -68,7 +83,9 @@ def test_pod_network_and_http_endpoints(pkletd: Pkletd) -> None:
     pkletd.start()
     pkletd.put("netpod", pod_manifest("netpod", host_network=False))
     pkletd.wait_running("netpod")
-    with urllib.request.urlopen(f"http://127.0.0.1:{pkletd.healthz_port}/healthz", timeout=5) as reply:
+    with urllib.request.urlopen(
+        f"http://127.0.0.1:{pkletd.healthz_port}/healthz", timeout=5
+    ) as reply:
         assert reply.read() == b"ok"
 
     def listed() -> dict[str, object] | None:

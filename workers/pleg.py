@@ -112,8 +112,10 @@ def diff(
         elif after == "running":
             events.append(PodLifecycleEvent(uid, STARTED, key))
         elif after is None:
+            if before == "running":  # it died and was removed between two relists
+                events.append(PodLifecycleEvent(uid, DIED, key))
             events.append(PodLifecycleEvent(uid, REMOVED, key))
-        elif after in ("exited", "unknown") and before in (None, "created", "running"):
+        elif after == "exited" or (after == "unknown" and before != "exited"):
             events.append(PodLifecycleEvent(uid, DIED, key))
     return events
 

@@ -354,7 +354,9 @@ def remove_empty_cgroups(name: str) -> None:
     """Remove the (cgroup v1) parent ``name`` that runc leaves behind, where it is empty."""
     root = Path("/sys/fs/cgroup")
     for group in sorted(root.glob(f"*/{name}")):
-        dirs = sorted((d for d in group.rglob("*") if d.is_dir()), key=lambda d: len(d.parts))
+        # os.walk skips what vanishes mid-walk (another runtime may be removing pods).
+        dirs = [Path(top) / d for top, subdirs, _ in os.walk(group) for d in subdirs]
+        dirs.sort(key=lambda d: len(d.parts))
         for d in [*reversed(dirs), group]:
             with contextlib.suppress(OSError):  # busy: still in use by someone
                 d.rmdir()

@@ -1,0 +1,782 @@
+"""pkletd benchmarks, each figure beside a baseline measured in the same run.
+
+Run from the repository root (``make bench``)::
+
+    .venv/bin/python tests/bench.py [--pods N] [--rounds R] [--kills K]
+
+It starts a private containerd of its own at ``/tmp/pkletd-ctr-bench`` (stopped
+at the end, also on failure), prints one human-readable line per figure, and as
+the last line of stdout one JSON object with every figure (flat keys, seconds
+and MB), for scripts. Progress goes to stderr. The exit status is non-zero only
+when the bench itself fails (e.g. pkletd started a pod twice), not when a
+target is missed: misses are flagged in the output.
+
+Figures
+-------
+1. Pod start-up, ``--pods`` (100) static hostNetwork pods of one busybox
+   ``sleep`` loop container each (``tests.e2e.pod_manifest``, grace 1).
+
+   * floor: the same pods started by bare CRI calls, RunPodSandbox ->
+     CreateContainer -> StartContainer, on one gRPC channel from a
+     ThreadPoolExecutor of the parallelism of pkletd's pod-sync pool (10). The
+     requests are built before t0 by pkletd's own builders
+     (``runtimespec.sandbox_spec``/``container_spec`` and ``ipc.cri``), so the
+     sandbox and container configs are byte-for-byte those pkletd sends
+     (hostNetwork, labels, annotations, log directory, log path); only the pod
+     UIDs differ. Per-pod latency: t0 -> that pod's StartContainer returned.
+   * pkletd: ``pkletd start --pod-sync-parallelism 10``; once every worker is
+     running, at t0 the manifests are written (tmp + rename, as fast as
+     possible) and the control socket's status is polled every 10 ms. Per-pod
+     latency: t0 -> the first reply showing the pod Running with its container
+     running (the reply's arrival time: an upper bound, by at most one poll).
+
+   Both start from an empty runtime (every pod removed in between). The two are
+   run ``--rounds`` (2) times, alternating floor, pkletd, floor, pkletd, and the
+   best round of each (by total) is reported: containerd on a 2-core machine
+   varies by 10-20% between runs, and the best of each is the fairest like for
+   like comparison; every round is also printed, and kept in the JSON. After
+   each pkletd round the bench checks the runtime holds exactly one sandbox (of
+   attempt 0) and one container per pod, i.e. pkletd started no duplicate.
+   The supervisor log of the best round is read back for a breakdown of where
+   pkletd's time goes (manifest pickup, sandbox and container start times).
+
+2. Worker restart, with the pods still running (the last pkletd round's).
+   ``http``: SIGKILL, then time until ``GET 127.0.0.1:<healthzPort>/healthz``
+   answers ``ok`` (polled every 1 ms, once the killed pid is gone, so the dying
+   process cannot answer). ``pleg``: SIGKILL, then time until status shows it
+   running with a new pid (polled every 1 ms). ``--kills`` (10) each, median.
+   pkletd restarts a worker at once only if it ran for ``children.STABLE_S``
+   (10 s); a worker killed sooner is a "quick death" and waits an exponential
+   backoff (0.1 s, 0.2 s, ... by design, against crash loops). So each kill is
+   made once the worker has been up for STABLE_S: that measures the restart
+   path, not the crash-loop policy. The http and pleg kills are interleaved so
+   their waits overlap (about STABLE_S per round). Baseline: a cold
+   ``python -c "import pkletd.workers.http, pkletd.workers.pleg"`` run by
+   subprocess and waited for, median of 5: what a spawn-based restart would
+   pay before doing anything.
+
+3. ``pkletd status --run-dir ...`` wall time, 20 runs, median; baseline:
+   ``python -c pass`` with the venv's python, 20 runs, median.
+
+4. Memory: total PSS (``Pss:`` of ``/proc/PID/smaps_rollup``) of this bench's
+   ``pkletd: *`` processes (the supervisor and its descendants only: other
+   pkletd instances may be running on the machine) with the pods running.
+   Baseline: PSS of one python process that imported zmq, msgpack, grpc, yaml
+   and the CRI stubs, then waits on stdin.
+
+Targets: start-up total within 1.3x the floor, restart medians under 0.1 s,
+status under 100 ms, PSS under 200 MB. Everything is stopped and cleaned at the
+end: pkletd, all pods, the bench containerd.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from cri_api.v1 import api_pb2  # noqa: E402
+from pkletd.ipc import cri as pkletd_cri  # noqa: E402
+from pkletd.ipc.podspec import Pod, parse_pod  # noqa: E402
+from pkletd.supervisor import runtimespec  # noqa: E402
+from pkletd.supervisor.children import STABLE_S  # noqa: E402
+from pkletd.workers.filesource import apply_identity  # noqa: E402
+
+from tests.e2e import NODE, Pkletd, dump_logs, pod_manifest, wait_for  # noqa: E402
+from tests.harness.containerd import (  # noqa: E402
+    PrivateContainerd,
+    cri_channel,
+    ensure_installed,
+    list_containers,
+    list_pod_sandboxes,
+    pid_alive,
+    remove_all_pods,
+    runtime_service,
+)
+
+BENCH_CONTAINERD_DIR = Path("/tmp/pkletd-ctr-bench")
+PYTHON = REPO / ".venv" / "bin" / "python"
+PKLETD = REPO / ".venv" / "bin" / "pkletd"
+PARALLELISM = 10
+CRI_TIMEOUT = 120.0
+STATUS_POLL_S = 0.010
+RESTART_POLL_S = 0.001
+START_DEADLINE_S = 300.0
+
+TARGET_STARTUP_RATIO = 1.3
+TARGET_RESTART_S = 0.1
+TARGET_STATUS_S = 0.1
+TARGET_PSS_MB = 200.0
+
+
+def progress(message: str) -> None:
+    print(f"bench: {message}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- stats
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default), q in 0..100."""
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    rank = (len(ordered) - 1) * q / 100
+    lo, hi = math.floor(rank), math.ceil(rank)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (rank - lo)
+
+
+def ratio(a: float, b: float) -> float:
+    return a / b if b > 0 else math.inf
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+def verdict(ok: bool) -> str:
+    return "ok" if ok else "MISSED"
+
+
+@dataclass
+class StartRun:
+    """One start-up run: per-pod latencies from a common t0."""
+
+    kind: str
+    latencies: dict[str, float]
+    total: float
+    extra: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def p50(self) -> float:
+        return percentile(list(self.latencies.values()), 50)
+
+    @property
+    def p99(self) -> float:
+        return percentile(list(self.latencies.values()), 99)
+
+    def line(self) -> str:
+        return f"total {self.total:.2f} s, p50 {self.p50:.2f} s, p99 {self.p99:.2f} s"
+
+
+# --------------------------------------------------------------------------- pods
+
+
+def pod_names(count: int) -> list[str]:
+    return [f"b{i:03d}" for i in range(count)]
+
+
+def static_pod(name: str, manifest_dir: Path) -> Pod:
+    """The pod pkletd's file source makes of ``<manifest_dir>/<name>.yaml``."""
+    raw = apply_identity(pod_manifest(name), manifest_dir / f"{name}.yaml", NODE)
+    return parse_pod(raw)
+
+
+def run_floor(address: str, count: int, parallelism: int, logs_root: Path) -> StartRun:
+    """The same pods by bare CRI calls, from a pool of ``parallelism`` threads."""
+    requests = []
+    for name in pod_names(count):
+        pod = static_pod(name, Path("/bench-floor"))
+        sandbox_spec = runtimespec.sandbox_spec(pod, 0, logs_root)
+        container_spec = runtimespec.container_spec(pod, pod.containers[0], 0)
+        requests.append(
+            (
+                pod.name,
+                Path(sandbox_spec.log_directory),
+                pkletd_cri._sandbox_config(sandbox_spec),
+                pkletd_cri._container_config(container_spec),
+            )
+        )
+    calls: dict[str, list[float]] = {"sandbox": [], "create": [], "start": []}
+    with cri_channel(address) as channel:
+        rt = runtime_service(channel)
+        rt.Version(api_pb2.VersionRequest(), timeout=10)  # connect before t0
+
+        def start_one(item: tuple[str, Path, Any, Any], t0: float) -> tuple[str, float]:
+            name, log_dir, sandbox_config, container_config = item
+            log_dir.mkdir(parents=True, exist_ok=True)
+            a = time.perf_counter()
+            sandbox_id = rt.RunPodSandbox(
+                api_pb2.RunPodSandboxRequest(config=sandbox_config), timeout=CRI_TIMEOUT
+            ).pod_sandbox_id
+            b = time.perf_counter()
+            container_id = rt.CreateContainer(
+                api_pb2.CreateContainerRequest(
+                    pod_sandbox_id=sandbox_id,
+                    config=container_config,
+                    sandbox_config=sandbox_config,
+                ),
+                timeout=CRI_TIMEOUT,
+            ).container_id
+            c = time.perf_counter()
+            rt.StartContainer(
+                api_pb2.StartContainerRequest(container_id=container_id), timeout=CRI_TIMEOUT
+            )
+            d = time.perf_counter()
+            calls["sandbox"].append(b - a)
+            calls["create"].append(c - b)
+            calls["start"].append(d - c)
+            return name, d - t0
+
+        with ThreadPoolExecutor(parallelism, thread_name_prefix="floor") as pool:
+            t0 = time.perf_counter()
+            futures = [pool.submit(start_one, item, t0) for item in requests]
+            latencies = dict(f.result() for f in futures)
+        total = time.perf_counter() - t0
+    extra = {f"{k}_call_median_s": statistics.median(v) for k, v in calls.items()}
+    return StartRun("floor", latencies, total, extra)
+
+
+class BenchPkletd(Pkletd):
+    """``tests.e2e.Pkletd`` with an explicit pod-sync parallelism."""
+
+    def __init__(self, endpoint: str, parallelism: int) -> None:
+        super().__init__(endpoint)
+        self.parallelism = parallelism
+
+    def args(self) -> list[str]:
+        return [*super().args(), "--pod-sync-parallelism", str(self.parallelism)]
+
+    def process_tree(self) -> dict[int, str]:
+        """This instance's ``pkletd: *`` processes: the supervisor and its descendants."""
+        if self.proc is None:
+            return {}
+        return {pid: title for pid, title in own_processes(self.proc.pid).items()}
+
+    def shutdown(self, keep: bool) -> None:
+        self.stop()
+        wait_for("this pkletd's processes gone", lambda: not self.process_tree(), timeout=30)
+        if not keep:
+            shutil.rmtree(self.base, ignore_errors=True)
+
+
+def _ppid_and_title(pid: int) -> tuple[int, str]:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+    except OSError:
+        return -1, ""
+    return int(stat.rsplit(")", 1)[1].split()[1]), title
+
+
+def own_processes(root: int) -> dict[int, str]:
+    """``pkletd: *`` processes among ``root`` and its descendants, pid -> title."""
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            table[int(entry.name)] = _ppid_and_title(int(entry.name))
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found, stack = {}, [root]
+    while stack:
+        pid = stack.pop()
+        title = table.get(pid, (-1, ""))[1]
+        if title.startswith("pkletd: ") and pid_alive(pid):
+            found[pid] = title
+        stack.extend(children.get(pid, []))
+    return found
+
+
+def pod_running(pod: dict[str, Any]) -> bool:
+    containers = pod["containers"]
+    return (
+        pod["phase"] == "Running"
+        and bool(containers)
+        and all(c["state"] == "running" for c in containers)
+    )
+
+
+def run_pkletd(agent: BenchPkletd, count: int) -> StartRun:
+    """Start ``count`` static pods through ``agent`` (already started, workers running)."""
+    names = [f"{n}-{NODE}" for n in pod_names(count)]
+    manifests = {n: json.dumps(pod_manifest(n)) for n in pod_names(count)}
+    pending = set(names)
+    seen: dict[str, float] = {}
+    latencies: dict[str, float] = {}
+    polls = 0
+    wall_t0 = time.time()
+    t0 = time.perf_counter()
+    for name, text in manifests.items():
+        agent.put(name, text)
+    written = time.perf_counter() - t0
+    deadline = t0 + START_DEADLINE_S
+    next_poll = time.perf_counter()
+    while pending:
+        now = time.perf_counter()
+        if now >= deadline:
+            raise AssertionError(f"{len(pending)} pods not Running after {START_DEADLINE_S:.0f}s")
+        if now < next_poll:
+            time.sleep(next_poll - now)
+        next_poll += STATUS_POLL_S
+        pods = agent.status()["pods"]
+        polls += 1
+        at = time.perf_counter() - t0
+        for pod in pods:
+            seen.setdefault(pod["name"], at)
+            if pod["name"] in pending and pod_running(pod):
+                latencies[pod["name"]] = at
+                pending.discard(pod["name"])
+    total = max(latencies.values())
+    extra = {
+        "manifests_written_s": written,
+        "all_pods_listed_s": max(seen[n] for n in names),
+        "status_polls": float(polls),
+        "wall_t0": wall_t0,
+    }
+    return StartRun("pkletd", latencies, total, extra)
+
+
+def verify_no_duplicates(address: str, count: int) -> None:
+    """Exactly one sandbox (attempt 0) and one container (attempt 0) per pod."""
+    sandboxes = list_pod_sandboxes(address)
+    names = [s.metadata.name for s in sandboxes]
+    problems = []
+    if len(sandboxes) != count or len(set(names)) != count:
+        problems.append(f"{len(sandboxes)} sandboxes for {len(set(names))} pods, want {count}")
+    retried = [s.metadata.name for s in sandboxes if s.metadata.attempt != 0]
+    if retried:
+        problems.append(f"sandboxes of attempt > 0: {', '.join(sorted(retried))}")
+    containers = list_containers(address)
+    if len(containers) != count:
+        problems.append(f"{len(containers)} containers, want {count}")
+    if any(c.state != api_pb2.CONTAINER_RUNNING for c in containers):
+        problems.append("not every container is running")
+    if problems:
+        raise AssertionError("pkletd started duplicates: " + "; ".join(problems))
+
+
+_LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \w+ pkletd: \S+ \S+: (.*)$")
+
+
+def log_breakdown(log_text: str, wall_t0: float) -> dict[str, float]:
+    """From the supervisor log: when the pods were added, sandboxes and containers started."""
+    added, sandbox_done, sandbox_ms, container_done = [], [], [], []
+    for line in log_text.splitlines():
+        match = _LOG_LINE.match(line)
+        if match is None:
+            continue
+        stamp = datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S,%f").timestamp() - wall_t0
+        message = match[2]
+        if stamp < -1.0:
+            continue
+        if message.startswith("pod added "):
+            added.append(stamp)
+        elif message.startswith("sandbox started "):
+            sandbox_done.append(stamp)
+            sandbox_ms.append(float(message.rsplit("ms=", 1)[1]) / 1000)
+        elif message.startswith("container started "):
+            container_done.append(stamp)
+    if not (added and sandbox_done and container_done):
+        return {}
+    return {
+        "log_first_pod_added_s": min(added),
+        "log_last_pod_added_s": max(added),
+        "log_first_sandbox_started_s": min(sandbox_done),
+        "log_sandbox_call_median_s": statistics.median(sandbox_ms),
+        "log_last_container_started_s": max(container_done),
+        "log_sandboxes_started": float(len(sandbox_done)),
+    }
+
+
+# --------------------------------------------------------------------------- runtime cleanup
+
+
+def clean_runtime(address: str, parallelism: int = PARALLELISM) -> None:
+    """Remove every container and sandbox, in parallel; then check with the harness."""
+
+    def quietly(call: Callable[..., Any], request: Any) -> None:
+        with contextlib.suppress(Exception):  # remove_all_pods below retries and reports
+            call(request, timeout=CRI_TIMEOUT)
+
+    with cri_channel(address) as channel:
+        rt = runtime_service(channel)
+
+        def drop_container(cid: str) -> None:
+            quietly(rt.StopContainer, api_pb2.StopContainerRequest(container_id=cid, timeout=0))
+            quietly(rt.RemoveContainer, api_pb2.RemoveContainerRequest(container_id=cid))
+
+        def drop_sandbox(sid: str) -> None:
+            quietly(rt.StopPodSandbox, api_pb2.StopPodSandboxRequest(pod_sandbox_id=sid))
+            quietly(rt.RemovePodSandbox, api_pb2.RemovePodSandboxRequest(pod_sandbox_id=sid))
+
+        with ThreadPoolExecutor(parallelism) as pool:
+            ids = [c.id for c in rt.ListContainers(api_pb2.ListContainersRequest()).containers]
+            list(pool.map(drop_container, ids))
+            ids = [s.id for s in rt.ListPodSandbox(api_pb2.ListPodSandboxRequest()).items]
+            list(pool.map(drop_sandbox, ids))
+    remove_all_pods(address)
+
+
+# --------------------------------------------------------------------------- restarts
+
+
+def healthz_ok(port: int) -> bool:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1.0)
+    try:
+        conn.request("GET", "/healthz")
+        response = conn.getresponse()
+        return response.status == 200 and response.read() == b"ok"
+    except OSError:
+        return False
+    finally:
+        conn.close()
+
+
+def poll_until(what: str, check: Callable[[], bool], every: float, timeout: float = 30.0) -> None:
+    deadline = time.perf_counter() + timeout
+    while not check():
+        if time.perf_counter() >= deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(every)
+
+
+def wait_stable(agent: Pkletd, name: str) -> dict[str, Any]:
+    """Wait until ``name`` runs and has been up STABLE_S: its next death is not a quick one."""
+
+    def stable() -> dict[str, Any] | None:
+        worker = agent.workers()[name]
+        ok = worker["state"] == "running" and worker["uptime_s"] >= STABLE_S + 0.25
+        return worker if ok else None
+
+    return wait_for(f"{name} up for {STABLE_S:.0f}s", stable, timeout=STABLE_S + 30, every=0.1)
+
+
+def back_with_new_pid(agent: Pkletd, name: str, old: int) -> Callable[[], bool]:
+    def check() -> bool:
+        worker = agent.workers()[name]
+        return bool(worker["state"] == "running" and worker["pid"] not in (0, old))
+
+    return check
+
+
+def kill_http(agent: Pkletd) -> float:
+    old = wait_stable(agent, "http")["pid"]
+    t0 = time.perf_counter()
+    os.kill(old, signal.SIGKILL)
+    poll_until("killed http gone", lambda: not pid_alive(old), RESTART_POLL_S / 10)
+    poll_until("healthz ok", lambda: healthz_ok(agent.healthz_port), RESTART_POLL_S)
+    took = time.perf_counter() - t0
+    wait_for("http running again", back_with_new_pid(agent, "http", old), every=0.01)
+    return took
+
+
+def kill_pleg(agent: Pkletd) -> float:
+    old = wait_stable(agent, "pleg")["pid"]
+    t0 = time.perf_counter()
+    os.kill(old, signal.SIGKILL)
+    poll_until("pleg running again", back_with_new_pid(agent, "pleg", old), RESTART_POLL_S)
+    return time.perf_counter() - t0
+
+
+def timed_runs(cmd: list[str], runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, timeout=60)
+        times.append(time.perf_counter() - t0)
+        if proc.returncode != 0:
+            raise AssertionError(f"{cmd} exited {proc.returncode}: {proc.stderr.decode()[-2000:]}")
+    return times
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def pss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1])
+    raise LookupError(f"no Pss in /proc/{pid}/smaps_rollup")
+
+
+@contextlib.contextmanager
+def heavy_python() -> Iterator[int]:
+    """A python that imported what pkletd imports, waiting on stdin; yields its pid."""
+    code = (
+        "import sys, zmq, msgpack, grpc, yaml\n"
+        "import cri_api.v1.api_pb2_grpc\n"
+        "print('ready', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    proc = subprocess.Popen(
+        [str(PYTHON), "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() != b"ready":
+            raise AssertionError("baseline python did not start")
+        yield proc.pid
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# --------------------------------------------------------------------------- the bench
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--pods", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=2, help="floor/pkletd start-up rounds")
+    parser.add_argument("--kills", type=int, default=10, help="SIGKILLs per worker")
+    parser.add_argument("--parallelism", type=int, default=PARALLELISM)
+    parser.add_argument("--keep", action="store_true", help="keep pkletd's temp dirs (logs)")
+    return parser.parse_args(argv)
+
+
+def bench(daemon: PrivateContainerd, args: argparse.Namespace, figures: dict[str, Any]) -> None:
+    address = daemon.address
+    count = args.pods
+    keep = args.keep or os.environ.get("PKLETD_KEEP_TMP") == "1"
+    scratch = Path(tempfile.mkdtemp(prefix="pk-bench-", dir="/tmp"))
+    floors: list[StartRun] = []
+    runs: list[tuple[StartRun, dict[str, float]]] = []
+    agent: BenchPkletd | None = None
+    try:
+        # 1. start-up ---------------------------------------------------------------
+        for round_no in range(1, args.rounds + 1):
+            if agent is not None:  # the previous round's pkletd (its pods stay: removed here)
+                agent.shutdown(keep)
+                agent = None
+                clean_runtime(address)
+            progress(f"round {round_no}: floor, {count} pods by bare CRI calls")
+            floor = run_floor(address, count, args.parallelism, scratch / f"floor{round_no}")
+            floors.append(floor)
+            print(f"start-up round {round_no} floor : {floor.line()}", flush=True)
+            clean_runtime(address)
+
+            progress(f"round {round_no}: pkletd, {count} static pods")
+            agent = BenchPkletd(address, args.parallelism)
+            agent.start()
+            run = run_pkletd(agent, count)
+            verify_no_duplicates(address, count)
+            breakdown = log_breakdown(agent.log(), run.extra["wall_t0"])
+            sandboxes_logged = breakdown.get("log_sandboxes_started", 0)
+            if sandboxes_logged != count:
+                raise AssertionError(f"supervisor log: {sandboxes_logged:.0f} sandboxes started")
+            runs.append((run, breakdown))
+            print(f"start-up round {round_no} pkletd: {run.line()}", flush=True)
+        assert agent is not None
+
+        best_floor = min(floors, key=lambda r: r.total)
+        best_run, best_breakdown = min(runs, key=lambda rb: rb[0].total)
+        startup_ratio = ratio(best_run.total, best_floor.total)
+        print(
+            f"pod start-up ({count} pods, parallelism {args.parallelism}, best of "
+            f"{args.rounds}): pkletd total {best_run.total:.2f} s vs floor "
+            f"{best_floor.total:.2f} s = {startup_ratio:.2f}x "
+            f"[target <= {TARGET_STARTUP_RATIO}x: {verdict(startup_ratio <= TARGET_STARTUP_RATIO)}]"
+        )
+        print(
+            f"pod start-up p50: pkletd {best_run.p50:.2f} s vs floor {best_floor.p50:.2f} s "
+            f"= {ratio(best_run.p50, best_floor.p50):.2f}x"
+        )
+        print(
+            f"pod start-up p99: pkletd {best_run.p99:.2f} s vs floor {best_floor.p99:.2f} s "
+            f"= {ratio(best_run.p99, best_floor.p99):.2f}x"
+        )
+        fx = best_floor.extra
+        print(
+            "  floor CRI call medians: RunPodSandbox "
+            f"{ms(fx['sandbox_call_median_s'])}, CreateContainer {ms(fx['create_call_median_s'])}"
+            f", StartContainer {ms(fx['start_call_median_s'])}"
+        )
+        if best_breakdown:
+            b = best_breakdown
+            print(
+                f"  pkletd timeline: manifests written {ms(best_run.extra['manifests_written_s'])}"
+                f", first pod added {ms(b['log_first_pod_added_s'])}, last pod added "
+                f"{ms(b['log_last_pod_added_s'])}, all pods in status "
+                f"{ms(best_run.extra['all_pods_listed_s'])}, first sandbox started "
+                f"{ms(b['log_first_sandbox_started_s'])}, last container started "
+                f"{ms(b['log_last_container_started_s'])}, all Running {ms(best_run.total)}; "
+                f"RunPodSandbox median {ms(b['log_sandbox_call_median_s'])}"
+            )
+        figures.update(
+            {
+                "pods": count,
+                "parallelism": args.parallelism,
+                "rounds": args.rounds,
+                "startup_pkletd_total_s": best_run.total,
+                "startup_pkletd_p50_s": best_run.p50,
+                "startup_pkletd_p99_s": best_run.p99,
+                "startup_floor_total_s": best_floor.total,
+                "startup_floor_p50_s": best_floor.p50,
+                "startup_floor_p99_s": best_floor.p99,
+                "startup_total_ratio": startup_ratio,
+                "startup_p50_ratio": ratio(best_run.p50, best_floor.p50),
+                "startup_p99_ratio": ratio(best_run.p99, best_floor.p99),
+                "startup_pkletd_totals_s": [r.total for r, _ in runs],
+                "startup_floor_totals_s": [f.total for f in floors],
+                "startup_pkletd_manifests_written_s": best_run.extra["manifests_written_s"],
+                "startup_pkletd_all_listed_s": best_run.extra["all_pods_listed_s"],
+                **{f"startup_floor_{k}": v for k, v in fx.items()},
+                **{f"startup_pkletd_{k}": v for k, v in best_breakdown.items()},
+            }
+        )
+        before = {n: p["containers"][0]["container_id"] for n, p in agent.pods().items()}
+
+        # 2. worker restarts ----------------------------------------------------------
+        progress(
+            f"worker restarts: {args.kills} SIGKILLs each of http and pleg, "
+            f"each after {STABLE_S:.0f}s of uptime (about {args.kills * STABLE_S:.0f}s)"
+        )
+        http_times, pleg_times = [], []
+        for _ in range(args.kills):
+            http_times.append(kill_http(agent))
+            pleg_times.append(kill_pleg(agent))
+        cold = timed_runs([str(PYTHON), "-c", "import pkletd.workers.http, pkletd.workers.pleg"], 5)
+        http_med, pleg_med, cold_med = (
+            statistics.median(t) for t in (http_times, pleg_times, cold)
+        )
+        print(
+            f"worker restart http (SIGKILL -> healthz ok, median of {args.kills}): "
+            f"{ms(http_med)} vs cold import {ms(cold_med)} = {ratio(http_med, cold_med):.2f}x "
+            f"[target < {ms(TARGET_RESTART_S)}: {verdict(http_med < TARGET_RESTART_S)}]"
+        )
+        print(
+            f"worker restart pleg (SIGKILL -> running, new pid, median of {args.kills}): "
+            f"{ms(pleg_med)} vs cold import {ms(cold_med)} = {ratio(pleg_med, cold_med):.2f}x "
+            f"[target < {ms(TARGET_RESTART_S)}: {verdict(pleg_med < TARGET_RESTART_S)}]"
+        )
+        after = {n: p["containers"][0]["container_id"] for n, p in agent.pods().items()}
+        if after != before or not all(pod_running(p) for p in agent.pods().values()):
+            raise AssertionError("a pod changed while workers were killed")
+        figures.update(
+            {
+                "restart_http_median_s": http_med,
+                "restart_pleg_median_s": pleg_med,
+                "restart_http_max_s": max(http_times),
+                "restart_pleg_max_s": max(pleg_times),
+                "restart_cold_import_median_s": cold_med,
+                "restart_http_ratio": ratio(http_med, cold_med),
+                "restart_pleg_ratio": ratio(pleg_med, cold_med),
+            }
+        )
+
+        # 3. pkletd status --------------------------------------------------------------
+        progress("pkletd status: 20 runs, and python -c pass: 20 runs")
+        status_times = timed_runs([str(PKLETD), "status", "--run-dir", str(agent.run_dir)], 20)
+        bare_times = timed_runs([str(PYTHON), "-c", "pass"], 20)
+        status_med, bare_med = statistics.median(status_times), statistics.median(bare_times)
+        print(
+            f"pkletd status wall time (median of 20, {count} pods): {ms(status_med)} vs "
+            f"python -c pass {ms(bare_med)} = {ratio(status_med, bare_med):.2f}x "
+            f"[target < {ms(TARGET_STATUS_S)}: {verdict(status_med < TARGET_STATUS_S)}]"
+        )
+        figures.update(
+            {
+                "status_cli_median_s": status_med,
+                "status_python_pass_median_s": bare_med,
+                "status_ratio": ratio(status_med, bare_med),
+            }
+        )
+
+        # 4. memory -------------------------------------------------------------------
+        processes = agent.process_tree()
+        per_process = {title: pss_kb(pid) / 1024 for pid, title in processes.items()}
+        total_mb = sum(per_process.values())
+        with heavy_python() as pid:
+            baseline_mb = pss_kb(pid) / 1024
+        print(
+            f"memory: PSS of {len(processes)} pkletd processes with {count} pods: "
+            f"{total_mb:.1f} MB vs one python with the same imports {baseline_mb:.1f} MB = "
+            f"{ratio(total_mb, baseline_mb):.2f}x "
+            f"[target < {TARGET_PSS_MB:.0f} MB: {verdict(total_mb < TARGET_PSS_MB)}]"
+        )
+        print(
+            "  per process: "
+            + ", ".join(
+                f"{t.removeprefix('pkletd: ')} {mb:.1f} MB" for t, mb in per_process.items()
+            )
+        )
+        figures.update(
+            {
+                "memory_pkletd_pss_mb": total_mb,
+                "memory_baseline_pss_mb": baseline_mb,
+                "memory_ratio": ratio(total_mb, baseline_mb),
+                "memory_pkletd_processes": len(processes),
+                **{
+                    f"memory_pss_mb_{t.removeprefix('pkletd: ')}": v for t, v in per_process.items()
+                },
+            }
+        )
+        figures["targets_met"] = {
+            "startup_total_ratio": startup_ratio <= TARGET_STARTUP_RATIO,
+            "restart_http": http_med < TARGET_RESTART_S,
+            "restart_pleg": pleg_med < TARGET_RESTART_S,
+            "status_cli": status_med < TARGET_STATUS_S,
+            "memory": total_mb < TARGET_PSS_MB,
+        }
+        if keep:
+            progress(f"pkletd dirs kept under {agent.base}")
+    except BaseException:
+        if agent is not None:
+            dump_logs(agent)
+            keep = True
+            progress(f"pkletd dirs kept under {agent.base}")
+        raise
+    finally:
+        if agent is not None:
+            agent.shutdown(keep)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    ensure_installed()
+    daemon = PrivateContainerd(BENCH_CONTAINERD_DIR)
+    figures: dict[str, Any] = {}
+    code = 0
+    started = time.monotonic()
+    try:
+        progress(f"starting containerd under {BENCH_CONTAINERD_DIR}")
+        daemon.start()
+        clean_runtime(daemon.address)  # a reused daemon may hold pods of an aborted run
+        bench(daemon, args, figures)
+    except BaseException as exc:
+        traceback.print_exc()
+        figures["error"] = f"{type(exc).__name__}: {exc}"
+        code = 1
+    finally:
+        try:
+            daemon.stop()
+        except Exception as exc:  # report, but keep the figures
+            traceback.print_exc()
+            figures.setdefault("error", f"stopping containerd: {exc}")
+            code = 1
+    figures["bench_seconds"] = time.monotonic() - started
+    print(json.dumps(figures, sort_keys=True), flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
