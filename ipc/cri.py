@@ -133,6 +133,13 @@ class ContainerInfo:
         return self.labels.get(POD_UID_LABEL, "")
 
 
+@dataclass(frozen=True, slots=True)
+class ExecResult:
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+
+
 class CriRuntime:
     """The real runtime, over gRPC on a unix socket."""
 
@@ -195,6 +202,16 @@ class CriRuntime:
         request = pb.ImageStatusRequest(image=pb.ImageSpec(image=image))
         reply = self._call(self._images, "ImageStatus", request, f"image={image}")
         return str(reply.image.id) if reply.HasField("image") else ""
+
+    def exec_sync(self, container_id: str, command: tuple[str, ...], timeout_s: int) -> ExecResult:
+        """Run a command in a container and wait (an exec probe's way in)."""
+        request = pb.ExecSyncRequest(
+            container_id=container_id, cmd=list(command), timeout=timeout_s
+        )
+        reply = self._call(
+            self._runtime, "ExecSync", request, f"container={container_id}", timeout=timeout_s + 5
+        )
+        return ExecResult(reply.exit_code, bytes(reply.stdout), bytes(reply.stderr))
 
     # --- writing (the parent only) ----------------------------------------------
 

@@ -103,6 +103,38 @@ class RelistCompleted:
     containers: int
 
 
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """The prober ran a probe.
+
+    ``result`` (success, failure or unknown) is the probe's state after this run,
+    with its thresholds applied; ``successes``/``failures`` are the consecutive
+    counts, so a restarted prober resumes where this one stopped.
+    """
+
+    kind = "ProbeResult"
+    pod_uid: str
+    container: str
+    container_id: str
+    probe: str
+    result: str
+    successes: int
+    failures: int
+    output: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeMetrics:
+    """The prober's metric samples: ``{"name", "labels", "value"}`` each.
+
+    Sent by the prober when they change; the parent keeps the last set and
+    broadcasts it for the http worker to serve at ``/metrics/probes``.
+    """
+
+    kind = "ProbeMetrics"
+    samples: list[dict[str, Any]]
+
+
 # --- parent -> worker ---------------------------------------------------------------
 
 
@@ -113,12 +145,16 @@ class Snapshot:
     ``seq`` is the sequence number of the last broadcast folded into this
     snapshot; broadcasts with a higher number follow. ``containers`` maps container
     and sandbox ids to the state the parent last saw ("running", "exited", ...).
+    ``probes`` holds the last ``ProbeResult`` of every probe (as field maps) and
+    ``probe_metrics`` the last ``ProbeMetrics`` samples.
     """
 
     kind = "Snapshot"
     seq: int
     pods: list[dict[str, Any]]
     containers: dict[str, str]
+    probes: list[dict[str, Any]] = field(default_factory=list)
+    probe_metrics: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +191,8 @@ Message = (
     | ManifestRejected
     | PodLifecycleEvent
     | RelistCompleted
+    | ProbeResult
+    | ProbeMetrics
     | Snapshot
     | PodStatusUpdated
     | PodForgotten
@@ -172,6 +210,8 @@ MESSAGES: dict[str, type[Message]] = {
         ManifestRejected,
         PodLifecycleEvent,
         RelistCompleted,
+        ProbeResult,
+        ProbeMetrics,
         Snapshot,
         PodStatusUpdated,
         PodForgotten,

@@ -15,6 +15,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from pkletd.ipc.probespec import InvalidProbe, Probe, parse_probes
+
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 DEFAULT_GRACE_S = 30
@@ -33,6 +35,7 @@ class Port:
     container_port: int
     host_port: int
     protocol: str
+    name: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +49,16 @@ class Container:
     ports: tuple[Port, ...]
     image_pull_policy: str
     hash: str
+    probes: tuple[Probe, ...] = ()
+
+    def probe(self, kind: str) -> Probe | None:
+        return next((p for p in self.probes if p.type == kind), None)
+
+    def port_number(self, port: int | str) -> int | None:
+        """A probe's port: a number as is, a name through the container's ports."""
+        if isinstance(port, int):
+            return port
+        return next((p.container_port for p in self.ports if p.name == port), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +139,15 @@ def _container(value: Any, path: str) -> Container:
             PULL_POLICIES,
         ),
         hash=container_hash(c),
+        probes=_probes(c, path),
     )
+
+
+def _probes(container: dict[str, Any], path: str) -> tuple[Probe, ...]:
+    try:
+        return parse_probes(container, path)
+    except InvalidProbe as exc:
+        raise InvalidPod(str(exc)) from exc
 
 
 def container_hash(container: dict[str, Any]) -> str:
@@ -169,6 +190,7 @@ def _ports(value: Any, path: str) -> tuple[Port, ...]:
                 protocol=_choice(
                     entry.get("protocol", "TCP"), f"{path}[{i}].protocol", ("TCP", "UDP", "SCTP")
                 ),
+                name=_string(entry.get("name", ""), f"{path}[{i}].name"),
             )
         )
     return tuple(ports)

@@ -31,6 +31,8 @@ from pkletd.ipc.messages import (
     PodLifecycleEvent,
     PodsListed,
     PodStatusUpdated,
+    ProbeMetrics,
+    ProbeResult,
     RelistCompleted,
     Snapshot,
     SnapshotRequest,
@@ -41,11 +43,13 @@ from pkletd.supervisor.backoff import CrashBackoff
 from pkletd.supervisor.children import Children, State
 from pkletd.supervisor.config import KubeletConfig
 from pkletd.supervisor.control import ControlServer, Request
+from pkletd.supervisor.events import EventRecorder, Reason
 from pkletd.supervisor.forkserver import Exited, ForkServer, Spawned
 from pkletd.supervisor.notify import Notifier
 from pkletd.supervisor.pods import Pods
 from pkletd.supervisor.podsync import PodSyncer, SyncResult
 from pkletd.supervisor.podworkers import PodWorkers
+from pkletd.supervisor.proberesults import ProbeResults
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +60,10 @@ FACTS_FROM = {
     ManifestRejected: "file-source",
     PodLifecycleEvent: "pleg",
     RelistCompleted: "pleg",
+    ProbeResult: "prober",
+    ProbeMetrics: "prober",
 }
+PROBE_RESULT_TTL_S = 10.0  # an older result is history, not a reason to act
 
 
 def node_ip(node_name: str) -> str:
@@ -88,7 +95,9 @@ class Agent:
         self._syncer = PodSyncer(self._runtime, Path(config.pod_logs_dir), CrashBackoff())
         self._pod_workers = PodWorkers(config.pod_sync_parallelism)
         sources = ["file"] if "file-source" in worker_names else []
-        self._pods = Pods(node_ip(config.node_name), sources)
+        self._probes = ProbeResults()
+        self._events = EventRecorder()
+        self._pods = Pods(node_ip(config.node_name), sources, self._probes)
         self._children = Children(
             worker_names, forkserver, config.worker_heartbeat_timeout, on_ready=self._worker_ready
         )
@@ -249,6 +258,11 @@ class Agent:
             )
         elif isinstance(message, PodLifecycleEvent):
             self._on_lifecycle_event(message)
+        elif isinstance(message, ProbeResult):
+            self._on_probe_result(message, envelope.sent_at)
+        elif isinstance(message, ProbeMetrics):
+            self._probes.metrics = message.samples
+            self._bus.publish(message)
         elif isinstance(message, RelistCompleted):
             pass
         else:
@@ -257,7 +271,13 @@ class Agent:
             )
 
     def _snapshot(self) -> Snapshot:
-        return Snapshot(self._bus.seq, self._pods.api_pods(), self._pods.runtime_objects())
+        return Snapshot(
+            self._bus.seq,
+            self._pods.api_pods(),
+            self._pods.runtime_objects(),
+            self._probes.snapshot(),
+            self._probes.metrics,
+        )
 
     # --- pods --------------------------------------------------------------------------
 
@@ -276,6 +296,43 @@ class Agent:
         elif uid and self._pods.sources_ready and uid not in self._terminating:
             self._terminate(uid, uid, None)
 
+    def _on_probe_result(self, result: ProbeResult, sent_at: float) -> None:
+        """Act on a probe's new state, if it is fresh and about the running container."""
+        pod = self._pods.get(result.pod_uid)
+        if pod is None or time.monotonic() - sent_at > PROBE_RESULT_TTL_S:
+            return
+        if self._pods.running_id(result.pod_uid, result.container) != result.container_id:
+            return  # about a container that is gone or replaced
+        if not self._probes.record(result):
+            return
+        kind = result.probe.capitalize()
+        if result.result == "failure":
+            self._events.warning(
+                pod.full_name, Reason.UNHEALTHY, f"{kind} probe failed: {result.output}"
+            )
+        if result.result == "failure" and result.probe in ("liveness", "startup"):
+            self._kill_unhealthy(pod, result)
+            return
+        api_pod = self._pods.refresh(pod.uid)
+        if api_pod is not None:
+            self._bus.publish(PodStatusUpdated(api_pod))
+
+    def _kill_unhealthy(self, pod: Pod, result: ProbeResult) -> None:
+        container = next((c for c in pod.containers if c.name == result.container), None)
+        if container is None:
+            return
+        probe = container.probe(result.probe)
+        grace = pod.grace_period_s
+        if probe is not None and probe.termination_grace_s is not None:
+            grace = probe.termination_grace_s
+        self._events.normal(
+            pod.full_name,
+            Reason.KILLING,
+            f"Container {container.name} failed {result.probe} probe, will be restarted",
+        )
+        self._syncer.request_kill(pod.uid, result.container_id, grace)
+        self._sync(pod)
+
     def _sync(self, pod: Pod) -> None:
         self._pod_workers.update(pod.uid, lambda: self._syncer.sync(pod))
 
@@ -292,6 +349,7 @@ class Agent:
             self._terminating.discard(uid)
             self._pods.forget_objects(uid)
             self._syncer.forget(uid)
+            self._probes.forget(uid)
             if self._pods.get(uid) is None:
                 self._bus.publish(PodForgotten(uid))
             else:
@@ -357,6 +415,7 @@ class Agent:
                 "ok": True,
                 "workers": [w.as_dict(now) for w in self._children.workers.values()],
                 "pods": self._pods.summary(),
+                "events": self._events.recent(),
             }
         if command == "restart-worker":
             name = request.body.get("name")

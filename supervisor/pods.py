@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pkletd.ipc.cri import ContainerState
 from pkletd.ipc.podspec import InvalidPod, Pod, parse_pod
 from pkletd.supervisor import podstatus
-from pkletd.supervisor.podsync import PodRuntime, SyncResult
+from pkletd.supervisor.podsync import PodRuntime, SyncResult, Waiting
+from pkletd.supervisor.proberesults import ProbeResults
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +29,7 @@ class PodEntry:
     source: str
     first_seen: float = field(default_factory=time.time)
     runtime: PodRuntime | None = None
+    waiting: Mapping[str, Waiting] = field(default_factory=dict)
     api: dict[str, Any] | None = None
 
 
@@ -37,9 +40,10 @@ class SourceChange:
 
 
 class Pods:
-    def __init__(self, host_ip: str, expected_sources: Iterable[str]) -> None:
+    def __init__(self, host_ip: str, expected_sources: Iterable[str], probes: ProbeResults) -> None:
         self.entries: dict[str, PodEntry] = {}
         self._host_ip = host_ip
+        self._probes = probes
         self._unseen_sources = set(expected_sources)
         self._owner_of: dict[str, str] = {}  # runtime object id -> pod uid
 
@@ -92,9 +96,33 @@ class Pods:
         if entry is None:
             return None
         entry.runtime = result.runtime
+        entry.waiting = result.waiting
+        return self._recompute(entry)
+
+    def refresh(self, uid: str) -> dict[str, Any] | None:
+        """Recompute a pod's status after a probe result; the API pod if it changed."""
+        entry = self.entries.get(uid)
+        return self._recompute(entry) if entry is not None and entry.runtime is not None else None
+
+    def running_id(self, uid: str, container: str) -> str:
+        """The id of the container instance running under this name, else ""."""
+        entry = self.entries.get(uid)
+        if entry is None or entry.runtime is None:
+            return ""
+        latest = entry.runtime.latest(container)
+        return latest.id if latest is not None and latest.state is ContainerState.RUNNING else ""
+
+    def _recompute(self, entry: PodEntry) -> dict[str, Any] | None:
+        assert entry.runtime is not None
         previous = entry.api["status"] if entry.api is not None else None
         status = podstatus.pod_status(
-            entry.pod, result.runtime, result.waiting, self._host_ip, entry.first_seen, previous
+            entry.pod,
+            entry.runtime,
+            entry.waiting,
+            self._host_ip,
+            entry.first_seen,
+            previous,
+            self._probes,
         )
         if (
             previous == status
@@ -130,18 +158,20 @@ class Pods:
                     "uid": uid,
                     "phase": status.get("phase", "Pending"),
                     "containers": [
-                        _container_summary(c) for c in status.get("containerStatuses", [])
+                        self._container_summary(uid, c) for c in status.get("containerStatuses", [])
                     ],
                 }
             )
         return out
 
-
-def _container_summary(status: dict[str, Any]) -> dict[str, Any]:
-    state_name, detail = next(iter(status["state"].items()))
-    return {
-        "name": status["name"],
-        "state": detail.get("reason", state_name) if state_name == "waiting" else state_name,
-        "restart_count": status["restartCount"],
-        "container_id": status.get("containerID", "").split("://")[-1],
-    }
+    def _container_summary(self, uid: str, status: dict[str, Any]) -> dict[str, Any]:
+        state_name, detail = next(iter(status["state"].items()))
+        container_id = status.get("containerID", "").split("://")[-1]
+        return {
+            "name": status["name"],
+            "state": detail.get("reason", state_name) if state_name == "waiting" else state_name,
+            "ready": status["ready"],
+            "restart_count": status["restartCount"],
+            "container_id": container_id,
+            "probes": self._probes.of_container(uid, status["name"], container_id),
+        }

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from pkletd.ipc.cri import ContainerInfo, ContainerState, SandboxState
-from pkletd.ipc.podspec import Pod
+from pkletd.ipc.podspec import Container, Pod
 from pkletd.supervisor.podsync import PodRuntime, Waiting
 
 RUNTIME_SCHEME = "containerd"
@@ -45,9 +45,32 @@ def _terminated(c: ContainerInfo) -> dict[str, Any]:
     return out
 
 
+class ProbeView(Protocol):
+    """What the probes say about a container instance (``proberesults.ProbeResults``)."""
+
+    def started(self, uid: str, container: Container, container_id: str) -> bool: ...
+
+    def ready(self, uid: str, container: Container, container_id: str) -> bool: ...
+
+
+class NoProbes:
+    """Every running container is started and ready (no prober results to consult)."""
+
+    def started(self, uid: str, container: Container, container_id: str) -> bool:
+        return True
+
+    def ready(self, uid: str, container: Container, container_id: str) -> bool:
+        return True
+
+
 def container_status(
-    pod: Pod, name: str, image: str, runtime: PodRuntime, waiting: Waiting | None
+    pod: Pod,
+    container: Container,
+    runtime: PodRuntime,
+    waiting: Waiting | None,
+    probes: ProbeView = NoProbes(),  # noqa: B008 (stateless)
 ) -> dict[str, Any]:
+    name, image = container.name, container.image
     instances = runtime.instances(name)
     latest = instances[0] if instances else None
     status: dict[str, Any] = {
@@ -69,7 +92,8 @@ def container_status(
     previous = instances[1] if len(instances) > 1 else None
     if latest.state is ContainerState.RUNNING:
         status["state"] = {"running": {"startedAt": _ns(latest.started_at)}}
-        status["ready"] = status["started"] = True
+        status["started"] = probes.started(pod.uid, container, latest.id)
+        status["ready"] = probes.ready(pod.uid, container, latest.id)
     elif latest.state is ContainerState.EXITED and waiting is not None:
         status["state"] = {"waiting": {"reason": waiting.reason, "message": waiting.message}}
         previous = latest
@@ -157,9 +181,10 @@ def pod_status(
     host_ip: str,
     start_time: float,
     previous: dict[str, Any] | None,
+    probes: ProbeView = NoProbes(),  # noqa: B008 (stateless)
 ) -> dict[str, Any]:
     statuses = [
-        container_status(pod, c.name, c.image, runtime, waiting.get(c.name)) for c in pod.containers
+        container_status(pod, c, runtime, waiting.get(c.name), probes) for c in pod.containers
     ]
     pod_phase = phase(pod, statuses)
     sandbox = runtime.sandbox()

@@ -11,6 +11,7 @@ so the parent's cache is fresh without waiting for a relist.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -178,9 +179,31 @@ class PodSyncer:
         self._runtime = runtime
         self._logs_root = logs_root
         self._backoff = crash_backoff
+        self._kills: dict[str, dict[str, int]] = {}  # pod uid -> container id -> grace
+        self._kills_lock = threading.Lock()
+
+    def request_kill(self, uid: str, container_id: str, grace_s: int) -> None:
+        """Have the pod's next sync kill this container (a failed liveness or startup probe)."""
+        with self._kills_lock:
+            self._kills.setdefault(uid, {})[container_id] = grace_s
+
+    def _take_kills(self, uid: str) -> dict[str, int]:
+        with self._kills_lock:
+            return self._kills.pop(uid, {})
 
     def sync(self, pod: Pod) -> SyncResult:
         state = inspect(self._runtime, pod.uid)
+        kills = self._take_kills(pod.uid)
+        for running in state.running():
+            if running.id in kills:
+                log.info(
+                    "killing container pod=%s container=%s reason=probe failed",
+                    pod.full_name,
+                    running.name,
+                )
+                self._ignore_missing(self._runtime.stop_container, running.id, kills[running.id])
+        if kills:
+            state = inspect(self._runtime, pod.uid)
         actions = compute_actions(pod, state)
         if actions.kill_pod:
             self._kill_all(state, pod.grace_period_s)
@@ -204,6 +227,7 @@ class PodSyncer:
 
     def forget(self, uid: str) -> None:
         self._backoff.forget_pod(uid)
+        self._take_kills(uid)
 
     def terminate(self, uid: str, name: str, grace_s: int | None) -> SyncResult:
         """Stop and remove everything the runtime has for this pod."""

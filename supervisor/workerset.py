@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pkletd.supervisor.config import KubeletConfig
 from pkletd.supervisor.forkserver import WorkerEntry
-from pkletd.workers import filesource, http, pleg
+from pkletd.workers import filesource, http, pleg, prober
 from pkletd.workers.lifecycle import WorkerSettings
 
 HEARTBEATS_PER_TIMEOUT = 5
@@ -30,6 +30,12 @@ def entries(config: KubeletConfig) -> dict[str, WorkerEntry]:
             config.pleg_relist_period,
         ),
         "http": functools.partial(http.main, settings("http"), http_listens(config)),
+        "prober": functools.partial(
+            prober.main,
+            settings("prober"),
+            config.container_runtime_endpoint,
+            config.runtime_request_timeout,
+        ),
     }
     if config.static_pod_path:
         found["file-source"] = functools.partial(
@@ -50,6 +56,10 @@ def http_listens(config: KubeletConfig) -> list[http.Listen]:
         )
     if config.read_only_port:
         listens.append(
-            http.Listen(config.address, config.read_only_port, frozenset({"/healthz", "/pods"}))
+            http.Listen(
+                config.address,
+                config.read_only_port,
+                frozenset({"/healthz", "/pods", "/metrics/probes"}),
+            )
         )
     return listens

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -241,3 +242,18 @@ class Pkletd:
 def dump_logs(agent: Pkletd) -> None:
     for path in sorted(agent.log_dir.glob("*.log")):
         sys.stderr.write(f"==== {path.name}\n{path.read_text()[-4000:]}\n")
+
+
+def api_pod(agent: Pkletd, name: str) -> dict[str, Any] | None:
+    """The pod as the read-only port's /pods serves it (status included)."""
+    url = f"http://127.0.0.1:{agent.read_only_port}/pods"
+    with urllib.request.urlopen(url, timeout=5) as reply:
+        items = json.load(reply)["items"]
+    found = [p for p in items if p["metadata"]["name"] == f"{name}-{NODE}"]
+    return found[0] if found else None
+
+
+def condition(pod: dict[str, Any] | None, kind: str) -> str:
+    if pod is None:
+        return ""
+    return next((c["status"] for c in pod["status"]["conditions"] if c["type"] == kind), "")

@@ -4,8 +4,9 @@
   ``/healthz`` answers ``ok`` while the parent's sync loop reports itself healthy,
   and 500 ``[-]syncloop failed`` when it does not or when the parent has gone
   silent.
-- read-only port (``readOnlyPort``, off when 0): ``/healthz`` and ``/pods``, a
-  ``PodList`` of the pods on this node with their status, as the kubelet serves it.
+- read-only port (``readOnlyPort``, off when 0): ``/healthz``; ``/pods``, a
+  ``PodList`` of the pods on this node with their status, as the kubelet serves it;
+  ``/metrics/probes``, the prober's counters in the Prometheus text format.
 
 The pods come from the parent's snapshot and ``PodStatusUpdated`` broadcasts; the
 HTTP servers run in threads and read a dict the lifecycle thread replaces whole.
@@ -24,12 +25,52 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from pkletd.ipc.bus import WorkerBus
-from pkletd.ipc.messages import Message, ParentAlive, PodForgotten, PodStatusUpdated, Snapshot
+from pkletd.ipc.messages import (
+    Message,
+    ParentAlive,
+    PodForgotten,
+    PodStatusUpdated,
+    ProbeMetrics,
+    Snapshot,
+)
 from pkletd.workers.lifecycle import WorkerSettings, serve
 
 log = logging.getLogger(__name__)
 
 PARENT_SILENT_S = 10.0
+PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+FAMILIES = {
+    "prober_probe_total": (
+        "counter",
+        "Cumulative number of a liveness, readiness or startup probe for a container by result.",
+    ),
+    "pkletd_prober_lateness_seconds": (
+        "histogram",
+        "How late each probe run started against its schedule.",
+    ),
+}
+
+
+def metrics_text(samples: list[dict[str, Any]]) -> str:
+    """Samples ``{"name", "labels", "value"}`` in the Prometheus text exposition format."""
+    lines: list[str] = []
+    for family, (kind, help_text) in FAMILIES.items():
+        mine = [s for s in samples if s["name"] == family or s["name"].startswith(family + "_")]
+        if not mine:
+            continue
+        lines += [f"# HELP {family} {help_text}", f"# TYPE {family} {kind}"]
+        for sample in mine:
+            labels = ",".join(f'{k}="{_escape(str(v))}"' for k, v in sample["labels"].items())
+            lines.append(
+                f"{sample['name']}{{{labels}}} {sample['value']}"
+                if labels
+                else f"{sample['name']} {sample['value']}"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +85,7 @@ class NodeView:
 
     def __init__(self) -> None:
         self.pods: dict[str, dict[str, Any]] = {}
+        self.probe_samples: list[dict[str, Any]] = []
         self.sync_loop_ok = True
         self.parent_seen = time.monotonic()
 
@@ -74,6 +116,9 @@ def _handler(view: NodeView, paths: frozenset[str]) -> type[BaseHTTPRequestHandl
                 self._send(
                     HTTPStatus.OK if ok else HTTPStatus.INTERNAL_SERVER_ERROR, "text/plain", body
                 )
+            elif path == "/metrics/probes":
+                body = metrics_text(view.probe_samples).encode()
+                self._send(HTTPStatus.OK, PROMETHEUS_TEXT, body)
             else:
                 body = json.dumps(view.pod_list()).encode()
                 self._send(HTTPStatus.OK, "application/json", body)
@@ -109,6 +154,7 @@ class HttpWorker:
 
     def on_snapshot(self, snapshot: Snapshot) -> None:
         self.view.pods = {p["metadata"]["uid"]: p for p in snapshot.pods}
+        self.view.probe_samples = snapshot.probe_metrics
         self.view.parent_seen = time.monotonic()
 
     def on_broadcast(self, message: Message) -> None:
@@ -121,6 +167,8 @@ class HttpWorker:
             self.view.pods = {k: v for k, v in self.view.pods.items() if k != message.uid}
         elif isinstance(message, ParentAlive):
             self.view.sync_loop_ok = message.sync_loop_ok
+        elif isinstance(message, ProbeMetrics):
+            self.view.probe_samples = message.samples
 
     def fds(self) -> Sequence[int]:
         return ()

@@ -1,0 +1,59 @@
+"""Events: what the kubelet would post as core/v1 Events, recorded on the node.
+
+Until pkletd talks to an API server, an event is one log line
+(``event type=Warning reason=Unhealthy object=default/web message="..."``) and an
+entry in a bounded list that ``pkletd status --json`` shows. Reasons are the
+kubelet's stable strings.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import logging
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+KEEP = 200
+
+
+class Reason(enum.Enum):
+    UNHEALTHY = "Unhealthy"
+    KILLING = "Killing"
+    PROBE_WARNING = "ProbeWarning"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    time: float
+    type: str
+    reason: str
+    object: str
+    message: str
+
+
+class EventRecorder:
+    def __init__(self, keep: int = KEEP) -> None:
+        self._recent: collections.deque[Event] = collections.deque(maxlen=keep)
+
+    def warning(self, obj: str, reason: Reason, message: str) -> None:
+        self._record(Event(time.time(), "Warning", reason.value, obj, message))
+
+    def normal(self, obj: str, reason: Reason, message: str) -> None:
+        self._record(Event(time.time(), "Normal", reason.value, obj, message))
+
+    def _record(self, event: Event) -> None:
+        self._recent.append(event)
+        log.info(
+            "event type=%s reason=%s object=%s message=%r",
+            event.type,
+            event.reason,
+            event.object,
+            event.message,
+        )
+
+    def recent(self) -> list[dict[str, Any]]:
+        return [asdict(e) for e in self._recent]

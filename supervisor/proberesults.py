@@ -1,0 +1,68 @@
+"""The parent's copy of every probe's last result: the truth for ready and started.
+
+The prober reports each run (``ProbeResult``); the parent keeps the last one per
+(pod, container, probe type), acts on a change of ``result``, and hands the table
+back to a restarted prober in its snapshot. A result counts only for the
+container instance it was taken on: a new container starts from the kubelet's
+initial results (not ready until readiness passes; not started until startup
+passes; live until liveness fails).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from pkletd.ipc.messages import ProbeResult
+from pkletd.ipc.podspec import Container
+
+SUCCESS = "success"
+Key = tuple[str, str, str]
+
+
+class ProbeResults:
+    def __init__(self) -> None:
+        self._results: dict[Key, ProbeResult] = {}
+        self.metrics: list[dict[str, Any]] = []
+
+    def record(self, result: ProbeResult) -> bool:
+        """Keep ``result``; True if it changed the probe's state for its container."""
+        key = (result.pod_uid, result.container, result.probe)
+        before = self._results.get(key)
+        self._results[key] = result
+        if before is None or before.container_id != result.container_id:
+            return True
+        return before.result != result.result
+
+    def _passed(self, uid: str, container: Container, container_id: str, kind: str) -> bool:
+        if container.probe(kind) is None:
+            return True
+        result = self._results.get((uid, container.name, kind))
+        return (
+            result is not None and result.container_id == container_id and result.result == SUCCESS
+        )
+
+    def started(self, uid: str, container: Container, container_id: str) -> bool:
+        return self._passed(uid, container, container_id, "startup")
+
+    def ready(self, uid: str, container: Container, container_id: str) -> bool:
+        return self.started(uid, container, container_id) and self._passed(
+            uid, container, container_id, "readiness"
+        )
+
+    def of_container(self, uid: str, name: str, container_id: str) -> dict[str, str]:
+        """Probe type -> result, for ``pkletd status``."""
+        return {
+            kind: r.result
+            for (u, n, kind), r in sorted(self._results.items())
+            if u == uid and n == name and r.container_id == container_id
+        }
+
+    def forget(self, uid: str) -> None:
+        self._results = {k: v for k, v in self._results.items() if k[0] != uid}
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        return [
+            {f.name: getattr(r, f.name) for f in dataclasses.fields(r)}
+            for r in self._results.values()
+        ]

@@ -1,0 +1,315 @@
+"""pkletd: prober -- runs every probe of every container and reports the results.
+
+One schedule entry per (pod, container, probe type), started when the parent
+reports the container running and dropped when the container id changes or the
+pod goes. Probes run on a thread pool so a slow one (an exec that takes its whole
+timeout) never delays the others; results come back through an eventfd.
+
+Counting is the kubelet's: ``successes``/``failures`` are consecutive runs, and
+the reported ``result`` flips only at ``successThreshold``/``failureThreshold``.
+Initial results: readiness failure (not ready until it passes), liveness success,
+startup unknown. A startup probe gates liveness and readiness: they do not run
+until it has succeeded. After a liveness or startup failure the probe holds until
+the container is replaced. A restarted prober takes results and counters from the
+parent's snapshot and resumes, with a random first delay within one period so a
+node's probes do not all fire at once.
+
+``ProbeMetrics`` carries ``prober_probe_total`` (the kubelet's counter, by
+probe_type and result) and ``pkletd_prober_lateness_seconds`` (how late each run
+started against its schedule), sent at most once a second.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import random
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from pkletd.ipc.bus import WorkerBus
+from pkletd.ipc.cri import CriRuntime
+from pkletd.ipc.messages import (
+    Message,
+    PodForgotten,
+    PodStatusUpdated,
+    ProbeMetrics,
+    ProbeResult,
+    Snapshot,
+)
+from pkletd.ipc.podspec import InvalidPod, parse_pod
+from pkletd.ipc.probespec import Probe
+from pkletd.workers import probes
+from pkletd.workers.lifecycle import WorkerSettings, serve
+
+log = logging.getLogger(__name__)
+
+SUCCESS, FAILURE, UNKNOWN = "success", "failure", "unknown"
+INITIAL = {"readiness": FAILURE, "liveness": SUCCESS, "startup": UNKNOWN}
+METRIC_RESULT = {SUCCESS: "successful", FAILURE: "failed", UNKNOWN: "unknown"}
+LATENESS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+METRICS_EVERY_S = 1.0
+THREADS = 16
+
+Key = tuple[str, str, str]  # pod uid, container name, probe type
+
+
+@dataclass
+class Schedule:
+    """One probe of one container instance."""
+
+    key: Key
+    probe: Probe
+    target: probes.Target
+    pod: tuple[str, str]  # namespace, name
+    due: float
+    successes: int = 0
+    failures: int = 0
+    result: str = UNKNOWN
+    running: bool = False
+    on_hold: bool = False
+
+    def record(self, ok: bool) -> None:
+        if ok:
+            self.successes, self.failures = self.successes + 1, 0
+            if self.successes >= self.probe.success_threshold:
+                self.result = SUCCESS
+        else:
+            self.successes, self.failures = 0, self.failures + 1
+            if self.failures >= self.probe.failure_threshold:
+                self.result = FAILURE
+                self.on_hold = self.probe.type != "readiness"
+
+
+@dataclass
+class Metrics:
+    totals: dict[tuple[str, ...], int] = field(default_factory=dict)
+    lateness: list[int] = field(default_factory=lambda: [0] * (len(LATENESS_BUCKETS) + 1))
+    lateness_sum: float = 0.0
+    changed: bool = False
+
+    def count(self, schedule: Schedule, result: str, late: float) -> None:
+        namespace, pod = schedule.pod
+        uid, container, kind = schedule.key
+        labels = (kind.capitalize(), METRIC_RESULT[result], container, pod, namespace, uid)
+        self.totals[labels] = self.totals.get(labels, 0) + 1
+        index = next(
+            (i for i, b in enumerate(LATENESS_BUCKETS) if late <= b), len(LATENESS_BUCKETS)
+        )
+        self.lateness[index] += 1
+        self.lateness_sum += late
+        self.changed = True
+
+    def forget(self, uid: str) -> None:
+        self.totals = {k: v for k, v in self.totals.items() if k[5] != uid}
+        self.changed = True
+
+    def samples(self) -> list[dict[str, Any]]:
+        names = ("probe_type", "result", "container", "pod", "namespace", "pod_uid")
+        out = [
+            {"name": "prober_probe_total", "labels": dict(zip(names, k, strict=True)), "value": v}
+            for k, v in sorted(self.totals.items())
+        ]
+        cumulative = 0
+        for bound, n in zip((*map(str, LATENESS_BUCKETS), "+Inf"), self.lateness, strict=True):
+            cumulative += n
+            out.append(
+                {
+                    "name": "pkletd_prober_lateness_seconds_bucket",
+                    "labels": {"le": bound},
+                    "value": cumulative,
+                }
+            )
+        out.append(
+            {"name": "pkletd_prober_lateness_seconds_sum", "labels": {}, "value": self.lateness_sum}
+        )
+        out.append(
+            {"name": "pkletd_prober_lateness_seconds_count", "labels": {}, "value": cumulative}
+        )
+        return out
+
+    def restore(self, samples: list[dict[str, Any]]) -> None:
+        names = ("probe_type", "result", "container", "pod", "namespace", "pod_uid")
+        for s in samples:
+            if s.get("name") == "prober_probe_total":
+                self.totals[tuple(s["labels"][n] for n in names)] = int(s["value"])
+
+
+class Prober:
+    def __init__(self, runtime: CriRuntime, bus: WorkerBus) -> None:
+        self._runtime = runtime
+        self._bus = bus
+        self._schedules: dict[Key, Schedule] = {}
+        self._saved: dict[Key, dict[str, Any]] = {}  # results from the parent's snapshot
+        self._metrics = Metrics()
+        self._next_metrics = 0.0
+        self._pool = ThreadPoolExecutor(THREADS, thread_name_prefix="probe")
+        self._done: queue.SimpleQueue[tuple[Key, str, probes.Outcome, float]] = queue.SimpleQueue()
+        self._wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+
+    # --- what the parent tells us ---------------------------------------------------
+
+    def on_snapshot(self, snapshot: Snapshot) -> None:
+        self._saved = {_key(r): r for r in snapshot.probes}
+        if not self._metrics.totals:
+            self._metrics.restore(snapshot.probe_metrics)
+        live = set()
+        for pod in snapshot.pods:
+            live |= self._track(pod, resumed=True)
+        for key in set(self._schedules) - live:
+            del self._schedules[key]
+
+    def on_broadcast(self, message: Message) -> None:
+        if isinstance(message, PodStatusUpdated):
+            uid = message.pod["metadata"]["uid"]
+            live = self._track(message.pod, resumed=False)
+            for key in [k for k in self._schedules if k[0] == uid and k not in live]:
+                del self._schedules[key]
+        elif isinstance(message, PodForgotten):
+            for key in [k for k in self._schedules if k[0] == message.uid]:
+                del self._schedules[key]
+            self._metrics.forget(message.uid)
+
+    def _track(self, pod: dict[str, Any], resumed: bool) -> set[Key]:
+        """Schedule the probes of the pod's running containers; the keys still wanted."""
+        try:
+            spec = parse_pod(pod)
+        except InvalidPod as exc:
+            log.error("pod not probed uid=%s reason=%s", pod.get("metadata", {}).get("uid"), exc)
+            return set()
+        status = pod.get("status", {})
+        pod_ip = "127.0.0.1" if spec.host_network else status.get("podIP", "")
+        running = {
+            s["name"]: s
+            for s in status.get("containerStatuses", [])
+            if "running" in s.get("state", {}) and s.get("containerID")
+        }
+        live: set[Key] = set()
+        for container in spec.containers:
+            state = running.get(container.name)
+            if state is None or not pod_ip:
+                continue
+            container_id = state["containerID"].split("://")[-1]
+            for probe in container.probes:
+                key = (spec.uid, container.name, probe.type)
+                live.add(key)
+                current = self._schedules.get(key)
+                if current is None or current.target.container_id != container_id:
+                    target = probes.Target(container, container_id, pod_ip)
+                    self._schedules[key] = self._new(
+                        key, probe, target, (spec.namespace, spec.name), resumed
+                    )
+        return live
+
+    def _new(
+        self, key: Key, probe: Probe, target: probes.Target, pod: tuple[str, str], resumed: bool
+    ) -> Schedule:
+        now = time.monotonic()
+        saved = self._saved.pop(key, None)
+        if saved is not None and saved["container_id"] == target.container_id:
+            schedule = Schedule(key, probe, target, pod, now + random.random() * probe.period_s)
+            schedule.result = saved["result"]
+            schedule.successes, schedule.failures = saved["successes"], saved["failures"]
+            schedule.on_hold = schedule.result == FAILURE and probe.type != "readiness"
+            return schedule
+        first = now + probe.initial_delay_s
+        if resumed:
+            first += random.random() * probe.period_s
+        return Schedule(key, probe, target, pod, first, result=INITIAL[probe.type])
+
+    # --- running probes -------------------------------------------------------------
+
+    def fds(self) -> Sequence[int]:
+        return (self._wake,)
+
+    def on_readable(self, fd: int) -> None:
+        try:
+            os.eventfd_read(self._wake)
+        except BlockingIOError:
+            pass
+        while True:
+            try:
+                key, container_id, outcome, late = self._done.get_nowait()
+            except queue.Empty:
+                return
+            self._finish(key, container_id, outcome, late)
+
+    def tick(self, now: float) -> float:
+        next_due = now + 60.0
+        for schedule in self._schedules.values():
+            if schedule.running or schedule.on_hold:
+                continue
+            if now >= schedule.due:
+                if self._gated(schedule):
+                    schedule.due = now + schedule.probe.period_s
+                else:
+                    self._launch(schedule, now)
+            next_due = min(next_due, schedule.due)
+        if now >= self._next_metrics and self._metrics.changed:
+            self._metrics.changed = False
+            self._bus.send(ProbeMetrics(self._metrics.samples()))
+            self._next_metrics = now + METRICS_EVERY_S
+        return min(next_due, self._next_metrics) if self._metrics.changed else next_due
+
+    def _gated(self, schedule: Schedule) -> bool:
+        """Liveness and readiness wait for the container's startup probe to succeed."""
+        if schedule.probe.type == "startup":
+            return False
+        uid, name, _ = schedule.key
+        startup = self._schedules.get((uid, name, "startup"))
+        return startup is not None and startup.result != SUCCESS
+
+    def _launch(self, schedule: Schedule, now: float) -> None:
+        late = now - schedule.due
+        schedule.running = True
+        schedule.due += schedule.probe.period_s * max(1, int(late // schedule.probe.period_s) + 1)
+        key, container_id = schedule.key, schedule.target.container_id
+        probe, target = schedule.probe, schedule.target
+
+        def work() -> None:
+            try:
+                outcome = probes.run(probe, target, self._runtime)
+            except Exception as exc:  # a probe must never take the prober down
+                outcome = probes.Outcome(False, f"probe error: {exc}")
+            self._done.put((key, container_id, outcome, late))
+            os.eventfd_write(self._wake, 1)
+
+        self._pool.submit(work)
+
+    def _finish(self, key: Key, container_id: str, outcome: probes.Outcome, late: float) -> None:
+        schedule = self._schedules.get(key)
+        if schedule is None or schedule.target.container_id != container_id:
+            return  # the container went away while the probe ran
+        schedule.running = False
+        schedule.record(outcome.ok)
+        self._metrics.count(schedule, SUCCESS if outcome.ok else FAILURE, late)
+        uid, name, kind = key
+        self._bus.send(
+            ProbeResult(
+                uid,
+                name,
+                container_id,
+                kind,
+                schedule.result,
+                schedule.successes,
+                schedule.failures,
+                outcome.output[:1024],
+            )
+        )
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._runtime.close()
+
+
+def _key(result: dict[str, Any]) -> Key:
+    return (result["pod_uid"], result["container"], result["probe"])
+
+
+def main(settings: WorkerSettings, endpoint: str, timeout: float) -> int:
+    bus = WorkerBus(settings.run_dir, settings.name)
+    return serve(settings, bus, Prober(CriRuntime(endpoint, timeout), bus))
