@@ -1,0 +1,205 @@
+"""The prober's pure parts: threshold counting, handlers on loopback, results, metrics text."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from collections.abc import Iterator
+
+import pytest
+from pkletd.ipc.messages import ProbeResult
+from pkletd.ipc.podspec import parse_pod
+from pkletd.ipc.probespec import InvalidProbe, Probe, parse_probes
+from pkletd.supervisor.proberesults import ProbeResults
+from pkletd.workers import probes
+from pkletd.workers.http import metrics_text
+from pkletd.workers.prober import FAILURE, SUCCESS, Metrics, Schedule
+from prometheus_client.parser import text_string_to_metric_families
+
+
+def schedule(kind: str = "readiness", success: int = 1, failure: int = 3) -> Schedule:
+    probe = Probe(kind, "tcpSocket", port=1, success_threshold=success, failure_threshold=failure)
+    target = probes.Target(container(), "cid", "127.0.0.1")
+    return Schedule(("uid", "c", kind), probe, target, ("default", "web"), due=0.0, result=FAILURE)
+
+
+def container(**extra: object) -> object:
+    pod = parse_pod(
+        {
+            "metadata": {"name": "web", "uid": "uid"},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "i",
+                        "ports": [{"name": "http", "containerPort": 8080}],
+                        **extra,
+                    }
+                ]
+            },
+        }
+    )
+    return pod.containers[0]
+
+
+def test_result_flips_only_at_the_thresholds() -> None:
+    s = schedule(success=2, failure=3)
+    s.record(True)
+    assert s.result == FAILURE  # one success of two
+    s.record(True)
+    assert s.result == SUCCESS
+    s.record(False)
+    s.record(False)
+    assert s.result == SUCCESS  # two failures of three
+    s.record(True)
+    s.record(False)
+    s.record(False)
+    assert s.result == SUCCESS  # the success reset the count
+    s.record(False)
+    assert s.result == FAILURE and not s.on_hold  # readiness keeps probing
+
+
+def test_liveness_failure_holds_until_the_container_is_replaced() -> None:
+    s = schedule("liveness", failure=1)
+    s.record(False)
+    assert s.result == FAILURE and s.on_hold
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"livenessProbe": {}}, "livenessProbe: must specify exactly one handler"),
+        (
+            {"livenessProbe": {"exec": {"command": ["x"]}, "tcpSocket": {"port": 1}}},
+            "exactly one handler",
+        ),
+        (
+            {"livenessProbe": {"exec": {"command": ["x"]}, "successThreshold": 2}},
+            "must be 1 for liveness",
+        ),
+        ({"readinessProbe": {"httpGet": {"port": 70000}}}, "readinessProbe.httpGet.port"),
+        ({"startupProbe": {"grpc": {"port": "named"}}}, "startupProbe.grpc.port"),
+        ({"readinessProbe": {"exec": {"command": []}}}, "readinessProbe.exec.command"),
+        (
+            {"readinessProbe": {"tcpSocket": {"port": 1}, "periodSeconds": -1}},
+            "readinessProbe.periodSeconds",
+        ),
+    ],
+)
+def test_bad_probes_name_the_field(spec: dict[str, object], message: str) -> None:
+    with pytest.raises(InvalidProbe, match=message.replace(".", r"\.")):
+        parse_probes(spec, "spec.containers[0]")
+
+
+def test_probe_defaults_are_the_apis() -> None:
+    (probe,) = parse_probes({"livenessProbe": {"tcpSocket": {"port": "http"}}}, "c")
+    assert (probe.period_s, probe.timeout_s, probe.success_threshold, probe.failure_threshold) == (
+        10,
+        1,
+        1,
+        3,
+    )
+    assert probe.initial_delay_s == 0 and probe.port == "http"
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802
+        routes = {
+            "/ok": (200, {}),
+            "/fail": (503, {}),
+            "/hop": (302, {"Location": "/ok"}),
+            "/away": (302, {"Location": "http://192.0.2.1/elsewhere"}),
+            "/loop": (302, {"Location": "/loop"}),
+        }
+        status, headers = routes.get(self.path, (404, {}))
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        body = f"{self.headers.get('User-Agent')} {self.headers.get('X-Probe', '')}".encode()
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def web() -> Iterator[int]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def run_http(port: int, path: str, **extra: object) -> probes.Outcome:
+    probe = Probe("readiness", "httpGet", port=port, path=path, timeout_s=2, **extra)  # type: ignore[arg-type]
+    return probes.run(probe, probes.Target(container(), "cid", "127.0.0.1"), runtime=None)  # type: ignore[arg-type]
+
+
+def test_http_status_codes_and_headers(web: int) -> None:
+    ok = run_http(web, "/ok", headers=(("X-Probe", "yes"),))
+    assert ok.ok and ok.output.startswith("kube-probe/") and ok.output.endswith(" yes")
+    failed = run_http(web, "/fail")
+    assert not failed.ok and failed.output == "HTTP probe failed with statuscode: 503"
+
+
+def test_http_redirects_same_host_followed_other_host_not_contacted(web: int) -> None:
+    assert run_http(web, "/hop").ok
+    away = run_http(web, "/away")
+    assert away.ok and away.output.startswith("Probe terminated redirects")
+    loop = run_http(web, "/loop")
+    assert not loop.ok and "redirects" in loop.output
+
+
+def test_probe_never_goes_off_the_pod(web: int) -> None:
+    outcome = run_http(web, "/ok", host="192.0.2.1")
+    assert not outcome.ok and "not the pod's address" in outcome.output
+
+
+def test_tcp_open_and_closed(web: int) -> None:
+    target = probes.Target(container(), "cid", "127.0.0.1")
+    assert probes.run(Probe("liveness", "tcpSocket", port=web), target, None).ok  # type: ignore[arg-type]
+    closed = probes.run(Probe("liveness", "tcpSocket", port=1), target, None)  # type: ignore[arg-type]
+    assert not closed.ok and "dial tcp 127.0.0.1:1" in closed.output
+
+
+def test_unknown_named_port_fails_clearly() -> None:
+    target = probes.Target(container(), "cid", "127.0.0.1")
+    outcome = probes.run(Probe("liveness", "tcpSocket", port="nope"), target, None)  # type: ignore[arg-type]
+    assert not outcome.ok and "no port named 'nope'" in outcome.output
+
+
+def result(result: str, container_id: str = "cid", probe: str = "readiness") -> ProbeResult:
+    return ProbeResult("uid", "c", container_id, probe, result, 1, 0, "")
+
+
+def test_results_count_only_for_their_container_instance() -> None:
+    results = ProbeResults()
+    c = container(readinessProbe={"exec": {"command": ["true"]}})
+    assert not results.ready("uid", c, "cid")  # not ready until the probe passes
+    assert results.record(result(SUCCESS))
+    assert results.ready("uid", c, "cid")
+    assert not results.ready("uid", c, "other")  # a new container starts over
+    assert not results.record(result(SUCCESS))  # no change, nothing to act on
+    assert results.record(result(SUCCESS, "other"))
+
+
+def test_metrics_text_parses_with_prometheus() -> None:
+    metrics = Metrics()
+    s = schedule()
+    metrics.count(s, SUCCESS, 0.003)
+    metrics.count(s, SUCCESS, 0.2)
+    metrics.count(s, FAILURE, 3.0)
+    families = {f.name: f for f in text_string_to_metric_families(metrics_text(metrics.samples()))}
+    totals = {s.labels["result"]: s.value for s in families["prober_probe"].samples}
+    assert totals == {"successful": 2, "failed": 1}
+    buckets = {
+        s.labels["le"]: s.value
+        for s in families["pkletd_prober_lateness_seconds"].samples
+        if s.name.endswith("_bucket")
+    }
+    assert buckets["0.005"] == 1 and buckets["0.25"] == 2 and buckets["+Inf"] == 3
