@@ -257,3 +257,17 @@ def condition(pod: dict[str, Any] | None, kind: str) -> str:
     if pod is None:
         return ""
     return next((c["status"] for c in pod["status"]["conditions"] if c["type"] == kind), "")
+
+
+def exec_in(agent: Pkletd, container_id: str, *command: str) -> str:
+    """Run a command in a container through the CRI (ExecSync); its stdout."""
+    from cri_api.v1 import api_pb2
+
+    from tests.harness.containerd import cri_channel, runtime_service
+
+    request = api_pb2.ExecSyncRequest(container_id=container_id, cmd=list(command), timeout=10)
+    with cri_channel(agent.endpoint) as channel:
+        reply = runtime_service(channel).ExecSync(request, timeout=20)
+    if reply.exit_code != 0:
+        raise AssertionError(f"{command} exited {reply.exit_code}: {reply.stderr.decode()}")
+    return bytes(reply.stdout).decode()
