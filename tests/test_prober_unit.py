@@ -7,11 +7,11 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+from pkletd.ipc import handlers
 from pkletd.ipc.messages import ProbeResult
 from pkletd.ipc.podspec import parse_pod
 from pkletd.ipc.probespec import InvalidProbe, Probe, parse_probes
 from pkletd.supervisor.proberesults import ProbeResults
-from pkletd.workers import probes
 from pkletd.workers.http import metrics_text
 from pkletd.workers.prober import FAILURE, SUCCESS, Metrics, Schedule
 from prometheus_client.parser import text_string_to_metric_families
@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 def schedule(kind: str = "readiness", success: int = 1, failure: int = 3) -> Schedule:
     probe = Probe(kind, "tcpSocket", port=1, success_threshold=success, failure_threshold=failure)
-    target = probes.Target(container(), "cid", "127.0.0.1")
+    target = handlers.Target(container(), "cid", "127.0.0.1")
     return Schedule(("uid", "c", kind), probe, target, ("default", "web"), due=0.0, result=FAILURE)
 
 
@@ -135,9 +135,9 @@ def web() -> Iterator[int]:
         server.server_close()
 
 
-def run_http(port: int, path: str, **extra: object) -> probes.Outcome:
+def run_http(port: int, path: str, **extra: object) -> handlers.Outcome:
     probe = Probe("readiness", "httpGet", port=port, path=path, timeout_s=2, **extra)  # type: ignore[arg-type]
-    return probes.run(probe, probes.Target(container(), "cid", "127.0.0.1"), runtime=None)  # type: ignore[arg-type]
+    return handlers.run(probe, handlers.Target(container(), "cid", "127.0.0.1"), runtime=None)  # type: ignore[arg-type]
 
 
 def test_http_status_codes_and_headers(web: int) -> None:
@@ -161,15 +161,15 @@ def test_probe_never_goes_off_the_pod(web: int) -> None:
 
 
 def test_tcp_open_and_closed(web: int) -> None:
-    target = probes.Target(container(), "cid", "127.0.0.1")
-    assert probes.run(Probe("liveness", "tcpSocket", port=web), target, None).ok  # type: ignore[arg-type]
-    closed = probes.run(Probe("liveness", "tcpSocket", port=1), target, None)  # type: ignore[arg-type]
+    target = handlers.Target(container(), "cid", "127.0.0.1")
+    assert handlers.run(Probe("liveness", "tcpSocket", port=web), target, None).ok  # type: ignore[arg-type]
+    closed = handlers.run(Probe("liveness", "tcpSocket", port=1), target, None)  # type: ignore[arg-type]
     assert not closed.ok and "dial tcp 127.0.0.1:1" in closed.output
 
 
 def test_unknown_named_port_fails_clearly() -> None:
-    target = probes.Target(container(), "cid", "127.0.0.1")
-    outcome = probes.run(Probe("liveness", "tcpSocket", port="nope"), target, None)  # type: ignore[arg-type]
+    target = handlers.Target(container(), "cid", "127.0.0.1")
+    outcome = handlers.run(Probe("liveness", "tcpSocket", port="nope"), target, None)  # type: ignore[arg-type]
     assert not outcome.ok and "no port named 'nope'" in outcome.output
 
 

@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from pkletd.ipc import handlers
 from pkletd.ipc.bus import WorkerBus
 from pkletd.ipc.cri import CriRuntime
 from pkletd.ipc.messages import (
@@ -43,7 +44,6 @@ from pkletd.ipc.messages import (
 )
 from pkletd.ipc.podspec import InvalidPod, parse_pod
 from pkletd.ipc.probespec import Probe
-from pkletd.workers import probes
 from pkletd.workers.lifecycle import WorkerSettings, serve
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ class Schedule:
 
     key: Key
     probe: Probe
-    target: probes.Target
+    target: handlers.Target
     pod: tuple[str, str]  # namespace, name
     due: float
     successes: int = 0
@@ -148,7 +148,9 @@ class Prober:
         self._metrics = Metrics()
         self._next_metrics = 0.0
         self._pool = ThreadPoolExecutor(THREADS, thread_name_prefix="probe")
-        self._done: queue.SimpleQueue[tuple[Key, str, probes.Outcome, float]] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[tuple[Key, str, handlers.Outcome, float]] = (
+            queue.SimpleQueue()
+        )
         self._wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
 
     # --- what the parent tells us ---------------------------------------------------
@@ -199,14 +201,14 @@ class Prober:
                 live.add(key)
                 current = self._schedules.get(key)
                 if current is None or current.target.container_id != container_id:
-                    target = probes.Target(container, container_id, pod_ip)
+                    target = handlers.Target(container, container_id, pod_ip)
                     self._schedules[key] = self._new(
                         key, probe, target, (spec.namespace, spec.name), resumed
                     )
         return live
 
     def _new(
-        self, key: Key, probe: Probe, target: probes.Target, pod: tuple[str, str], resumed: bool
+        self, key: Key, probe: Probe, target: handlers.Target, pod: tuple[str, str], resumed: bool
     ) -> Schedule:
         now = time.monotonic()
         saved = self._saved.pop(key, None)
@@ -272,15 +274,15 @@ class Prober:
 
         def work() -> None:
             try:
-                outcome = probes.run(probe, target, self._runtime)
+                outcome = handlers.run(probe, target, self._runtime)
             except Exception as exc:  # a probe must never take the prober down
-                outcome = probes.Outcome(False, f"probe error: {exc}")
+                outcome = handlers.Outcome(False, f"probe error: {exc}")
             self._done.put((key, container_id, outcome, late))
             os.eventfd_write(self._wake, 1)
 
         self._pool.submit(work)
 
-    def _finish(self, key: Key, container_id: str, outcome: probes.Outcome, late: float) -> None:
+    def _finish(self, key: Key, container_id: str, outcome: handlers.Outcome, late: float) -> None:
         schedule = self._schedules.get(key)
         if schedule is None or schedule.target.container_id != container_id:
             return  # the container went away while the probe ran

@@ -1,4 +1,4 @@
-"""Running one probe: exec, httpGet, tcpSocket or grpc, with the kubelet's semantics.
+"""Running a handler against a container: exec, httpGet, tcpSocket or grpc, as the kubelet does.
 
 - exec: CRI ExecSync with the probe's timeout; exit code 0 is success.
 - httpGet: GET with the probe's headers (``User-Agent: kube-probe/...`` unless
