@@ -494,9 +494,14 @@ def clean_runtime(address: str, parallelism: int = PARALLELISM) -> None:
             quietly(rt.RemovePodSandbox, api_pb2.RemovePodSandboxRequest(pod_sandbox_id=sid))
 
         with ThreadPoolExecutor(parallelism) as pool:
-            ids = [c.id for c in rt.ListContainers(api_pb2.ListContainersRequest()).containers]
+            ids = [
+                c.id
+                for c in rt.ListContainers(api_pb2.ListContainersRequest(), timeout=30).containers
+            ]
             list(pool.map(drop_container, ids))
-            ids = [s.id for s in rt.ListPodSandbox(api_pb2.ListPodSandboxRequest()).items]
+            ids = [
+                s.id for s in rt.ListPodSandbox(api_pb2.ListPodSandboxRequest(), timeout=30).items
+            ]
             list(pool.map(drop_sandbox, ids))
     remove_all_pods(address)
 

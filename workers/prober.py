@@ -56,6 +56,7 @@ METRICS_EVERY_S = 1.0
 THREADS = 16
 
 Key = tuple[str, str, str]  # pod uid, container name, probe type
+Done = tuple[Key, str, handlers.Outcome, float]  # key, container id, outcome, lateness
 
 
 @dataclass
