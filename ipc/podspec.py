@@ -15,7 +15,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from pkletd.ipc.probespec import InvalidProbe, Probe, parse_probes
+from pkletd.ipc.probespec import InvalidProbe, Probe, parse_hooks, parse_probes
 
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
@@ -50,6 +50,13 @@ class Container:
     image_pull_policy: str
     hash: str
     probes: tuple[Probe, ...] = ()
+    restart_policy: str = ""  # "Always" on an init container makes it a sidecar
+    post_start: Probe | None = None
+    pre_stop: Probe | None = None
+
+    @property
+    def sidecar(self) -> bool:
+        return self.restart_policy == "Always"
 
     def probe(self, kind: str) -> Probe | None:
         return next((p for p in self.probes if p.type == kind), None)
@@ -73,10 +80,16 @@ class Pod:
     host_network: bool
     grace_period_s: int
     raw: dict[str, Any]
+    init_containers: tuple[Container, ...] = ()
+    active_deadline_s: int | None = None
 
     @property
     def full_name(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def sidecars(self) -> tuple[Container, ...]:
+        return tuple(c for c in self.init_containers if c.sidecar)
 
 
 def parse_pod(raw: Any) -> Pod:
@@ -90,6 +103,7 @@ def parse_pod(raw: Any) -> Pod:
     name = _name(meta.get("name"), "metadata.name", _DNS_SUBDOMAIN, 253)
     namespace = _name(meta.get("namespace", "default"), "metadata.namespace", _DNS_LABEL, 63)
     containers = _containers(spec.get("containers"))
+    init_containers = _init_containers(spec.get("initContainers") or [], containers)
     return Pod(
         uid=_string(meta.get("uid", ""), "metadata.uid"),
         name=name,
@@ -103,6 +117,8 @@ def parse_pod(raw: Any) -> Pod:
         host_network=_bool(spec.get("hostNetwork", False), "spec.hostNetwork"),
         grace_period_s=_grace(spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_S)),
         raw=obj,
+        init_containers=init_containers,
+        active_deadline_s=_deadline(spec.get("activeDeadlineSeconds")),
     )
 
 
@@ -120,7 +136,30 @@ def _containers(value: Any) -> tuple[Container, ...]:
     return containers
 
 
-def _container(value: Any, path: str) -> Container:
+def _init_containers(value: Any, regular: tuple[Container, ...]) -> tuple[Container, ...]:
+    path = "spec.initContainers"
+    items = _list(value, path)
+    found = tuple(_container(c, f"{path}[{i}]", init=True) for i, c in enumerate(items))
+    seen = {c.name for c in regular}
+    for i, c in enumerate(found):
+        if c.name in seen:
+            raise InvalidPod(f"{path}[{i}].name: duplicate value {c.name!r}")
+        seen.add(c.name)
+        if not c.sidecar and (c.probes or c.post_start or c.pre_stop):
+            field = "lifecycle" if c.post_start or c.pre_stop else f"{c.probes[0].type}Probe"
+            raise InvalidPod(f"{path}[{i}].{field}: may not be set for init containers")
+    return found
+
+
+def _deadline(value: Any) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InvalidPod(f"spec.activeDeadlineSeconds: must be a positive integer, got {value!r}")
+    return value
+
+
+def _container(value: Any, path: str, init: bool = False) -> Container:
     c = _mapping(value, path)
     image = _string(c.get("image", ""), f"{path}.image")
     if not image.strip():
@@ -140,7 +179,26 @@ def _container(value: Any, path: str) -> Container:
         ),
         hash=container_hash(c),
         probes=_probes(c, path),
+        restart_policy=_container_restart_policy(c.get("restartPolicy"), path, init),
+        **_hooks(c, path),
     )
+
+
+def _container_restart_policy(value: Any, path: str, init: bool) -> str:
+    if value is None:
+        return ""
+    if not init or value != "Always":
+        where = "init containers" if init else "regular containers"
+        raise InvalidPod(f"{path}.restartPolicy: unsupported value {value!r} for {where}")
+    return "Always"
+
+
+def _hooks(container: dict[str, Any], path: str) -> dict[str, Probe | None]:
+    try:
+        hooks = parse_hooks(container, path)
+    except InvalidProbe as exc:
+        raise InvalidPod(str(exc)) from exc
+    return {"post_start": hooks.get("postStart"), "pre_stop": hooks.get("preStop")}
 
 
 def _probes(container: dict[str, Any], path: str) -> tuple[Probe, ...]:

@@ -1,9 +1,13 @@
-"""Container probes (liveness, readiness, startup) as the Pod API defines them.
+"""Container probes (liveness, readiness, startup) and lifecycle hooks, as the Pod API defines them.
 
 ``parse_probes`` validates a container's probes with the API server's rules and
 fills in the API's defaults (periodSeconds 10, timeoutSeconds 1,
 successThreshold 1, failureThreshold 3, initialDelaySeconds 0); errors carry the
 field path. A probe has exactly one handler: exec, httpGet, tcpSocket or grpc.
+
+A lifecycle hook (``lifecycle.postStart`` / ``lifecycle.preStop``) has the same
+shape with type ``postStart`` or ``preStop`` and one handler of exec, httpGet or
+sleep, since the kubelet runs hooks through the same handlers as probes.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 
 KINDS = {"livenessProbe": "liveness", "readinessProbe": "readiness", "startupProbe": "startup"}
 HANDLERS = ("exec", "httpGet", "tcpSocket", "grpc")
+HOOKS = {"postStart": ("exec", "httpGet", "sleep"), "preStop": ("exec", "httpGet", "sleep")}
 
 
 class InvalidProbe(ValueError):
@@ -30,6 +35,7 @@ class Probe:
     scheme: str = "HTTP"
     headers: tuple[tuple[str, str], ...] = ()
     service: str = ""
+    sleep_s: int = 0
     initial_delay_s: int = 0
     period_s: int = 10
     timeout_s: int = 1
@@ -46,13 +52,38 @@ def parse_probes(container: dict[str, Any], path: str) -> tuple[Probe, ...]:
     return tuple(probes)
 
 
-def _probe(value: Any, kind: str, path: str) -> Probe:
+def parse_hooks(container: dict[str, Any], path: str) -> dict[str, Probe]:
+    """The container's lifecycle hooks by type (postStart, preStop)."""
+    lifecycle = container.get("lifecycle") or {}
+    if not isinstance(lifecycle, dict):
+        raise InvalidProbe(f"{path}.lifecycle: must be a mapping")
+    hooks = {}
+    for kind, allowed in HOOKS.items():
+        value = lifecycle.get(kind)
+        if value is not None:
+            where = f"{path}.lifecycle.{kind}"
+            handler = _one_handler(value, where, allowed)
+            if handler == "sleep":
+                seconds = _int(value["sleep"], "seconds", 0, where + ".sleep", low=0)
+                hooks[kind] = Probe(kind, "sleep", sleep_s=seconds)
+            else:
+                hooks[kind] = Probe(
+                    kind, handler, **_handler(handler, value[handler], f"{where}.{handler}")
+                )
+    return hooks
+
+
+def _one_handler(value: Any, path: str, allowed: tuple[str, ...]) -> str:
     if not isinstance(value, dict):
         raise InvalidProbe(f"{path}: must be a mapping")
-    handlers = [h for h in HANDLERS if value.get(h) is not None]
+    handlers = [h for h in allowed if value.get(h) is not None]
     if len(handlers) != 1:
-        raise InvalidProbe(f"{path}: must specify exactly one handler of {', '.join(HANDLERS)}")
-    handler = handlers[0]
+        raise InvalidProbe(f"{path}: must specify exactly one handler of {', '.join(allowed)}")
+    return handlers[0]
+
+
+def _probe(value: Any, kind: str, path: str) -> Probe:
+    handler = _one_handler(value, path, HANDLERS)
     success = _int(value, "successThreshold", 1, path, low=1)
     if kind != "readiness" and success != 1:
         raise InvalidProbe(f"{path}.successThreshold: must be 1 for {kind} probes")

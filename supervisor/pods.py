@@ -17,7 +17,8 @@ from typing import Any
 from pkletd.ipc.cri import ContainerState
 from pkletd.ipc.podspec import InvalidPod, Pod, parse_pod
 from pkletd.supervisor import podstatus
-from pkletd.supervisor.podsync import PodRuntime, SyncResult, Waiting
+from pkletd.supervisor.podactions import PodRuntime
+from pkletd.supervisor.podsync import SyncResult, Waiting
 from pkletd.supervisor.proberesults import ProbeResults
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,8 @@ from typing import Any, Protocol
 
 from pkletd.ipc.cri import ContainerInfo, ContainerState, SandboxState
 from pkletd.ipc.podspec import Container, Pod
-from pkletd.supervisor.podsync import PodRuntime, Waiting
+from pkletd.supervisor.podactions import PodRuntime
+from pkletd.supervisor.podsync import Waiting
 
 RUNTIME_SCHEME = "containerd"
 

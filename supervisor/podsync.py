@@ -1,9 +1,8 @@
 """Syncing one pod: read what the runtime has, decide, act, read again.
 
-``inspect`` gathers a pod's sandboxes and containers (the kubelet's PodStatus).
-``compute_actions`` is pure: from the pod and what runs, what to kill and what to
-start (the kubelet's computePodActions for this slice: sandbox, regular
-containers, restart policy, spec hash). ``PodSyncer`` carries the actions out
+``inspect`` gathers a pod's sandboxes and containers (the kubelet's PodStatus);
+``podactions.compute_actions`` decides what to kill and what to start;
+``PodSyncer`` carries the actions out
 through the CRI and returns the pod's runtime state as it is after its own calls,
 so the parent's cache is fresh without waiting for a relist.
 """
@@ -19,67 +18,19 @@ from pathlib import Path
 
 from pkletd.ipc.cri import (
     ContainerID,
-    ContainerInfo,
     ContainerState,
     CriError,
     CriRuntime,
     SandboxID,
-    SandboxInfo,
     SandboxSpec,
     SandboxState,
 )
-from pkletd.ipc.messages import SANDBOX_PREFIX
 from pkletd.ipc.podspec import Container, Pod
 from pkletd.supervisor import backoff, runtimespec
 from pkletd.supervisor.backoff import CrashBackoff
+from pkletd.supervisor.podactions import Actions, PodRuntime, compute_actions
 
 log = logging.getLogger(__name__)
-
-DEFAULT_GRACE_S = 30
-
-
-@dataclass(frozen=True, slots=True)
-class PodRuntime:
-    """What the runtime has for one pod, newest first."""
-
-    uid: str
-    sandboxes: tuple[SandboxInfo, ...] = ()
-    containers: tuple[ContainerInfo, ...] = ()
-
-    def sandbox(self) -> SandboxInfo | None:
-        return self.sandboxes[0] if self.sandboxes else None
-
-    def instances(self, name: str) -> list[ContainerInfo]:
-        return [c for c in self.containers if c.name == name]
-
-    def latest(self, name: str) -> ContainerInfo | None:
-        found = self.instances(name)
-        return found[0] if found else None
-
-    def running(self) -> list[ContainerInfo]:
-        return [c for c in self.containers if c.state is ContainerState.RUNNING]
-
-    def objects(self) -> dict[str, str]:
-        """Object id -> state, as PLEG keys them."""
-        found = {SANDBOX_PREFIX + s.id: s.state.value for s in self.sandboxes}
-        found.update({c.id: c.state.value for c in self.containers})
-        return found
-
-    def grace_period(self) -> int:
-        for c in self.containers:
-            value = c.annotations.get(runtimespec.POD_GRACE, "")
-            if value.isdigit():
-                return int(value)
-        return DEFAULT_GRACE_S
-
-
-@dataclass(frozen=True, slots=True)
-class Actions:
-    kill_pod: bool = False
-    create_sandbox: bool = False
-    sandbox_attempt: int = 0
-    kill: tuple[ContainerInfo, ...] = ()
-    start: tuple[Container, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,65 +62,6 @@ def inspect(runtime: CriRuntime, uid: str) -> PodRuntime:
                 raise
     containers.sort(key=lambda c: (c.attempt, c.created_at), reverse=True)
     return PodRuntime(uid, tuple(sandboxes), tuple(containers))
-
-
-def should_restart(pod: Pod, container: ContainerInfo) -> bool:
-    if pod.restart_policy == "Always":
-        return True
-    return pod.restart_policy == "OnFailure" and container.exit_code != 0
-
-
-def pod_done(pod: Pod, state: PodRuntime) -> bool:
-    """Every container ran and none is to be restarted (Never, or OnFailure and all succeeded)."""
-    if pod.restart_policy == "Always":
-        return False
-    for container in pod.containers:
-        latest = state.latest(container.name)
-        if latest is None or latest.state is not ContainerState.EXITED:
-            return False
-        if should_restart(pod, latest):
-            return False
-    return True
-
-
-def compute_actions(pod: Pod, state: PodRuntime) -> Actions:
-    sandbox = state.sandbox()
-    sandbox_ok = sandbox is not None and sandbox.state is SandboxState.READY
-    if sandbox_ok and sandbox is not None and not pod.host_network and not sandbox.ip:
-        sandbox_ok = False
-    if pod_done(pod, state):
-        return Actions(kill_pod=bool(state.running()) or sandbox_ok)
-    if not sandbox_ok:
-        if sandbox is not None and pod.restart_policy == "Never" and state.containers:
-            return Actions(kill_pod=True)  # the kubelet never reruns a Never pod's containers
-        succeeded = {
-            c.name
-            for c in pod.containers
-            if pod.restart_policy == "OnFailure"
-            and (latest := state.latest(c.name)) is not None
-            and latest.state is ContainerState.EXITED
-            and latest.exit_code == 0
-        }
-        return Actions(
-            kill_pod=sandbox is not None,
-            create_sandbox=True,
-            sandbox_attempt=sandbox.attempt + 1 if sandbox is not None else 0,
-            start=tuple(c for c in pod.containers if c.name not in succeeded),
-        )
-    wanted = {c.name: c for c in pod.containers}
-    kill = [c for c in state.running() if c.name not in wanted]
-    start = []
-    for container in pod.containers:
-        latest = state.latest(container.name)
-        if latest is None:
-            start.append(container)
-        elif latest.state is ContainerState.RUNNING:
-            if latest.annotations.get(runtimespec.CONTAINER_HASH) != container.hash:
-                kill.append(latest)
-                start.append(container)
-        elif latest.state is ContainerState.CREATED or should_restart(pod, latest):
-            start.append(container)
-    return Actions(kill=tuple(kill), start=tuple(start))
 
 
 class PodSyncer:

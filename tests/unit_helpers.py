@@ -13,7 +13,7 @@ from pkletd.ipc.cri import (
     SandboxState,
 )
 from pkletd.ipc.podspec import Pod, parse_pod
-from pkletd.supervisor.podsync import PodRuntime
+from pkletd.supervisor.podactions import PodRuntime
 from pkletd.supervisor.runtimespec import CONTAINER_HASH
 
 UID = "uid-1"
