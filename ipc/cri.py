@@ -213,7 +213,18 @@ class CriRuntime:
         )
         return ExecResult(reply.exit_code, bytes(reply.stdout), bytes(reply.stderr))
 
-    # --- writing (the parent only) ----------------------------------------------
+    def container_log_path(self, container_id: str) -> str:
+        """The file the runtime writes the container's output to (ContainerStatus log_path)."""
+        request = pb.ContainerStatusRequest(container_id=container_id)
+        reply = self._call(self._runtime, "ContainerStatus", request, f"container={container_id}")
+        return str(reply.status.log_path)
+
+    # --- writing (the parent only; and the log-rotator's reopen, its named exception) ----
+
+    def reopen_container_log(self, container_id: str) -> None:
+        """Have the runtime open the container's log path afresh (after it was renamed)."""
+        request = pb.ReopenContainerLogRequest(container_id=container_id)
+        self._call(self._runtime, "ReopenContainerLog", request, f"container={container_id}")
 
     def pull_image(self, image: str, sandbox: SandboxSpec) -> str:
         request = pb.PullImageRequest(

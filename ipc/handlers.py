@@ -8,6 +8,7 @@
   verified.
 - tcpSocket: a connection that opens is success.
 - grpc: ``grpc.health.v1.Health/Check`` for the probe's service; SERVING is success.
+- sleep (lifecycle hooks): waits the given seconds.
 
 Probe traffic goes only to the pod's IP, or to 127.0.0.1 for hostNetwork pods: a
 probe whose ``host`` names another address fails without sending anything.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import http.client
 import socket
 import ssl
+import time
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
@@ -49,6 +51,9 @@ class Outcome:
 
 
 def run(probe: Probe, target: Target, runtime: CriRuntime) -> Outcome:
+    if probe.handler == "sleep":  # lifecycle hooks only
+        time.sleep(probe.sleep_s)
+        return Outcome(True, "")
     if probe.handler == "exec":
         return _exec(probe, target, runtime)
     host = probe.host or target.pod_ip

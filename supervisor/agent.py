@@ -39,7 +39,6 @@ from pkletd.ipc.messages import (
     WorkerReady,
 )
 from pkletd.ipc.podspec import Pod
-from pkletd.supervisor.backoff import CrashBackoff
 from pkletd.supervisor.children import Children, State
 from pkletd.supervisor.config import KubeletConfig
 from pkletd.supervisor.control import ControlServer, Request
@@ -47,7 +46,7 @@ from pkletd.supervisor.events import EventRecorder, Reason
 from pkletd.supervisor.forkserver import Exited, ForkServer, Spawned
 from pkletd.supervisor.notify import Notifier
 from pkletd.supervisor.pods import Pods
-from pkletd.supervisor.podsync import PodSyncer, SyncResult
+from pkletd.supervisor.podsync import PodSyncer, SyncOptions, SyncResult
 from pkletd.supervisor.podworkers import PodWorkers
 from pkletd.supervisor.proberesults import ProbeResults
 
@@ -63,6 +62,8 @@ FACTS_FROM = {
     ProbeResult: "prober",
     ProbeMetrics: "prober",
 }
+DEADLINE_EXCEEDED = "DeadlineExceeded"
+DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
 PROBE_RESULT_TTL_S = 10.0  # an older result is history, not a reason to act
 
 
@@ -92,11 +93,11 @@ class Agent:
         self._runtime = CriRuntime(
             config.container_runtime_endpoint, config.runtime_request_timeout
         )
-        self._syncer = PodSyncer(self._runtime, Path(config.pod_logs_dir), CrashBackoff())
+        self._events = EventRecorder()
+        self._syncer = PodSyncer(self._runtime, Path(config.pod_logs_dir), self._events)
         self._pod_workers = PodWorkers(config.pod_sync_parallelism)
         sources = ["file"] if "file-source" in worker_names else []
         self._probes = ProbeResults()
-        self._events = EventRecorder()
         self._pods = Pods(node_ip(config.node_name), sources, self._probes)
         self._children = Children(
             worker_names, forkserver, config.worker_heartbeat_timeout, on_ready=self._worker_ready
@@ -286,7 +287,7 @@ class Agent:
         for pod in change.sync:
             self._sync(pod)
         for pod in change.terminate:
-            self._terminate(pod.uid, pod.full_name, pod.grace_period_s)
+            self._terminate(pod.uid, pod, pod.grace_period_s)
 
     def _on_lifecycle_event(self, event: PodLifecycleEvent) -> None:
         uid = event.pod_uid or self._pods.owner(event.object_id)
@@ -294,7 +295,7 @@ class Agent:
         if pod is not None:
             self._sync(pod)
         elif uid and self._pods.sources_ready and uid not in self._terminating:
-            self._terminate(uid, uid, None)
+            self._terminate(uid, None, None)
 
     def _on_probe_result(self, result: ProbeResult, sent_at: float) -> None:
         """Act on a probe's new state, if it is fresh and about the running container."""
@@ -313,6 +314,8 @@ class Agent:
         if result.result == "failure" and result.probe in ("liveness", "startup"):
             self._kill_unhealthy(pod, result)
             return
+        if result.probe == "startup":
+            self._sync(pod)  # a started sidecar lets the next init container go
         api_pod = self._pods.refresh(pod.uid)
         if api_pod is not None:
             self._bus.publish(PodStatusUpdated(api_pod))
@@ -334,11 +337,21 @@ class Agent:
         self._sync(pod)
 
     def _sync(self, pod: Pod) -> None:
-        self._pod_workers.update(pod.uid, lambda: self._syncer.sync(pod))
+        options = SyncOptions(self._probes.passed_startup(pod.uid), self._deadline_passed(pod))
+        self._pod_workers.update(pod.uid, lambda: self._syncer.sync(pod, options))
 
-    def _terminate(self, uid: str, name: str, grace: int | None) -> None:
+    def _deadline_passed(self, pod: Pod) -> bool:
+        """activeDeadlineSeconds: past it, the pod fails and its containers stop."""
+        left = self._pods.deadline_left(pod.uid)
+        if left is None or left > 0:
+            return False
+        if self._pods.fail(pod.uid, DEADLINE_EXCEEDED, DEADLINE_MESSAGE):
+            self._events.normal(pod.full_name, Reason.DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
+        return True
+
+    def _terminate(self, uid: str, pod: Pod | None, grace: int | None) -> None:
         self._terminating.add(uid)
-        self._pod_workers.update(uid, lambda: self._syncer.terminate(uid, name, grace))
+        self._pod_workers.update(uid, lambda: self._syncer.terminate(uid, pod, grace))
 
     def _on_sync_done(self, uid: str, outcome: SyncResult | BaseException) -> None:
         if isinstance(outcome, BaseException):
@@ -358,10 +371,13 @@ class Agent:
         api_pod = self._pods.record(outcome)
         if api_pod is not None:
             self._bus.publish(PodStatusUpdated(api_pod, outcome.runtime.objects()))
+        delays = [self._config.sync_frequency]
         if outcome.retry_in is not None:
-            self._schedule(uid, outcome.retry_in)
-        else:
-            self._schedule(uid, self._config.sync_frequency)
+            delays.append(outcome.retry_in)
+        left = self._pods.deadline_left(uid)
+        if left is not None and left > 0:
+            delays.append(left)
+        self._schedule(uid, min(delays))
 
     def _schedule(self, uid: str, delay: float) -> None:
         due = time.monotonic() + delay
@@ -403,7 +419,7 @@ class Agent:
                 log.info(
                     "orphaned pod found pod=%s/%s uid=%s", sandbox.namespace, sandbox.name, uid
                 )
-                self._terminate(uid, f"{sandbox.namespace}/{sandbox.name}", None)
+                self._terminate(uid, None, None)
 
     # --- control -------------------------------------------------------------------
 

@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+Clock = Callable[[], float]
+
 INITIAL_S = 10.0
 CAP_S = 300.0
 

@@ -24,6 +24,10 @@ class Reason(enum.Enum):
     UNHEALTHY = "Unhealthy"
     KILLING = "Killing"
     PROBE_WARNING = "ProbeWarning"
+    FAILED_POST_START_HOOK = "FailedPostStartHook"
+    FAILED_PRE_STOP_HOOK = "FailedPreStopHook"
+    DEADLINE_EXCEEDED = "DeadlineExceeded"
+    BACK_OFF = "BackOff"
 
 
 @dataclass(frozen=True, slots=True)

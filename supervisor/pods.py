@@ -31,6 +31,7 @@ class PodEntry:
     first_seen: float = field(default_factory=time.time)
     runtime: PodRuntime | None = None
     waiting: Mapping[str, Waiting] = field(default_factory=dict)
+    failure: Waiting | None = None  # the pod failed as a whole (e.g. DeadlineExceeded)
     api: dict[str, Any] | None = None
 
 
@@ -105,6 +106,21 @@ class Pods:
         entry = self.entries.get(uid)
         return self._recompute(entry) if entry is not None and entry.runtime is not None else None
 
+    def deadline_left(self, uid: str) -> float | None:
+        """Seconds until the pod's activeDeadlineSeconds run out; None without one."""
+        entry = self.entries.get(uid)
+        if entry is None or entry.pod.active_deadline_s is None:
+            return None
+        return entry.first_seen + entry.pod.active_deadline_s - time.time()
+
+    def fail(self, uid: str, reason: str, message: str) -> bool:
+        """Mark the pod failed as a whole; True the first time."""
+        entry = self.entries.get(uid)
+        if entry is None or entry.failure is not None:
+            return False
+        entry.failure = Waiting(reason, message)
+        return True
+
     def running_id(self, uid: str, container: str) -> str:
         """The id of the container instance running under this name, else ""."""
         entry = self.entries.get(uid)
@@ -124,6 +140,7 @@ class Pods:
             entry.first_seen,
             previous,
             self._probes,
+            entry.failure,
         )
         if (
             previous == status

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from pkletd.ipc.cri import ContainerInfo, ContainerState, SandboxState
 from pkletd.ipc.podspec import Container, Pod
-from pkletd.supervisor.podactions import PodRuntime
+from pkletd.supervisor.podactions import InitProgress, PodRuntime, init_progress
 from pkletd.supervisor.podsync import Waiting
 
 RUNTIME_SCHEME = "containerd"
@@ -141,7 +141,7 @@ def _condition(kind: str, ok: bool, reason: str = "", message: str = "") -> dict
 
 
 def conditions(
-    pod_phase: str, runtime: PodRuntime, statuses: list[dict[str, Any]]
+    pod_phase: str, runtime: PodRuntime, statuses: list[dict[str, Any]], init: InitProgress
 ) -> list[dict[str, Any]]:
     sandbox = runtime.sandbox()
     sandbox_ready = sandbox is not None and sandbox.state is SandboxState.READY
@@ -149,9 +149,10 @@ def conditions(
     done = pod_phase in ("Succeeded", "Failed")
     reason = "PodCompleted" if done else "ContainersNotReady"
     message = "" if done else f"containers with unready status: [{' '.join(unready)}]"
+    incomplete = f"containers with incomplete status: [{' '.join(init.incomplete)}]"
     return [
         _condition("PodReadyToStartContainers", sandbox_ready),
-        _condition("Initialized", True),
+        _condition("Initialized", init.done, "ContainersNotInitialized", incomplete),
         _condition("Ready", not unready, reason, message),
         _condition("ContainersReady", not unready, reason, message),
         _condition("PodScheduled", True),
@@ -183,26 +184,56 @@ def pod_status(
     start_time: float,
     previous: dict[str, Any] | None,
     probes: ProbeView = NoProbes(),  # noqa: B008 (stateless)
+    failure: Waiting | None = None,
 ) -> dict[str, Any]:
+    init = init_progress(pod, runtime, _passed_startup(pod, runtime, probes))
+    pending = None if init.done else Waiting("PodInitializing", "")
     statuses = [
-        container_status(pod, c, runtime, waiting.get(c.name), probes) for c in pod.containers
+        container_status(pod, c, runtime, waiting.get(c.name) or pending, probes)
+        for c in pod.containers
     ]
-    pod_phase = phase(pod, statuses)
+    init_statuses = [
+        container_status(pod, c, runtime, waiting.get(c.name), probes) for c in pod.init_containers
+    ]
+    sidecars = [s for s, c in zip(init_statuses, pod.init_containers, strict=True) if c.sidecar]
+    pod_phase = _init_phase(pod, init) or phase(pod, statuses)
+    if failure is not None:
+        pod_phase = "Failed"
     sandbox = runtime.sandbox()
     pod_ip = host_ip if pod.host_network else (sandbox.ip if sandbox is not None else "")
     status: dict[str, Any] = {
         "phase": pod_phase,
-        "conditions": _stamp(conditions(pod_phase, runtime, statuses), previous),
+        "conditions": _stamp(conditions(pod_phase, runtime, sidecars + statuses, init), previous),
         "hostIP": host_ip,
         "hostIPs": [{"ip": host_ip}],
         "startTime": rfc3339(start_time),
         "containerStatuses": statuses,
         "qosClass": qos_class(pod),
     }
+    if init_statuses:
+        status["initContainerStatuses"] = init_statuses
+    if failure is not None:
+        status["reason"], status["message"] = failure.reason, failure.message
     if pod_ip:
         status["podIP"] = pod_ip
         status["podIPs"] = [{"ip": pod_ip}]
     return status
+
+
+def _init_phase(pod: Pod, init: InitProgress) -> str | None:
+    """Pending while initializing; Failed if an init container failed under Never."""
+    if init.done:
+        return None
+    return "Failed" if init.failed else "Pending"
+
+
+def _passed_startup(pod: Pod, runtime: PodRuntime, probes: ProbeView) -> frozenset[str]:
+    passed = set()
+    for container in pod.init_containers:
+        latest = runtime.latest(container.name)
+        if latest is not None and probes.started(pod.uid, container, latest.id):
+            passed.add(latest.id)
+    return frozenset(passed)
 
 
 def _stamp(new: list[dict[str, Any]], previous: dict[str, Any] | None) -> list[dict[str, Any]]:

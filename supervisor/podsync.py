@@ -9,6 +9,7 @@ so the parent's cache is fresh without waiting for a relist.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -16,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pkletd.ipc import handlers
 from pkletd.ipc.cri import (
     ContainerID,
     ContainerState,
@@ -27,7 +29,9 @@ from pkletd.ipc.cri import (
 )
 from pkletd.ipc.podspec import Container, Pod
 from pkletd.supervisor import backoff, runtimespec
-from pkletd.supervisor.backoff import CrashBackoff
+from pkletd.supervisor.backoff import Clock, CrashBackoff
+from pkletd.supervisor.events import EventRecorder, Reason
+from pkletd.supervisor.killing import Killer, pod_address
 from pkletd.supervisor.podactions import Actions, PodRuntime, compute_actions
 
 log = logging.getLogger(__name__)
@@ -37,6 +41,14 @@ log = logging.getLogger(__name__)
 class Waiting:
     reason: str
     message: str
+
+
+@dataclass(frozen=True, slots=True)
+class SyncOptions:
+    """What the loop thread knows that a sync needs: probe facts and the pod's deadline."""
+
+    started: frozenset[str] = frozenset()  # container ids past their startup probe
+    deadline_exceeded: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,10 +79,17 @@ def inspect(runtime: CriRuntime, uid: str) -> PodRuntime:
 class PodSyncer:
     """Carries out a pod's actions through the CRI. Called on pod-worker threads."""
 
-    def __init__(self, runtime: CriRuntime, logs_root: Path, crash_backoff: CrashBackoff) -> None:
+    def __init__(
+        self, runtime: CriRuntime, logs_root: Path, events: EventRecorder, clock: Clock = time.time
+    ) -> None:
         self._runtime = runtime
         self._logs_root = logs_root
-        self._backoff = crash_backoff
+        self._events = events
+        self._killer = Killer(runtime, events)
+        self._backoff = CrashBackoff(clock=clock)
+        self._pulls = CrashBackoff(clock=clock)
+        self._pull_failed: dict[str, float] = {}
+        self._clock = clock
         self._kills: dict[str, dict[str, int]] = {}  # pod uid -> container id -> grace
         self._kills_lock = threading.Lock()
 
@@ -83,62 +102,83 @@ class PodSyncer:
         with self._kills_lock:
             return self._kills.pop(uid, {})
 
-    def sync(self, pod: Pod) -> SyncResult:
+    def sync(self, pod: Pod, options: SyncOptions = SyncOptions()) -> SyncResult:
         state = inspect(self._runtime, pod.uid)
-        kills = self._take_kills(pod.uid)
-        for running in state.running():
-            if running.id in kills:
-                log.info(
-                    "killing container pod=%s container=%s reason=probe failed",
-                    pod.full_name,
-                    running.name,
-                )
-                self._ignore_missing(self._runtime.stop_container, running.id, kills[running.id])
-        if kills:
+        if options.deadline_exceeded:
+            self._killer.kill_pod(pod, state, pod.grace_period_s)
+            return SyncResult(pod.uid, inspect(self._runtime, pod.uid))
+        state = self._kill_requested(pod, state)
+        waiting: dict[str, Waiting] = {}
+        retry: list[float] = []
+        # Starting a sidecar can let the next init container go at once: go round
+        # again rather than wait for PLEG to notice what we just did.
+        for _ in range(len(pod.init_containers) + 1):
+            actions = compute_actions(pod, state, options.started)
+            progressed = self._act(pod, state, actions, waiting, retry)
             state = inspect(self._runtime, pod.uid)
-        actions = compute_actions(pod, state)
+            if not progressed:
+                break
+        self._remove_dead(state)
+        return SyncResult(pod.uid, state, waiting, min(retry, default=None))
+
+    def _act(
+        self,
+        pod: Pod,
+        state: PodRuntime,
+        actions: Actions,
+        waiting: dict[str, Waiting],
+        retry: list[float],
+    ) -> bool:
+        """Carry out one round of actions; True if only running sidecars were added."""
         if actions.kill_pod:
-            self._kill_all(state, pod.grace_period_s)
+            self._killer.kill_pod(pod, state, pod.grace_period_s)
         for unwanted in actions.kill:
             log.info(
                 "killing container pod=%s container=%s reason=spec changed",
                 pod.full_name,
                 unwanted.name,
             )
-            self._runtime.stop_container(unwanted.id, pod.grace_period_s)
-        waiting: dict[str, Waiting] = {}
-        retry: list[float] = []
-        if actions.start:
-            sandbox_id, spec = self._sandbox_for(pod, state, actions)
-            for container in actions.start:
-                self._start(pod, container, state, sandbox_id, spec, waiting, retry)
-        self._remove_dead(state)
-        return SyncResult(
-            pod.uid, inspect(self._runtime, pod.uid), waiting, min(retry, default=None)
-        )
+            self._killer.kill(pod, state, unwanted, pod.grace_period_s)
+        if not actions.start:
+            return False
+        sandbox_id, spec = self._sandbox_for(pod, state, actions)
+        for container in actions.start:
+            self._start(pod, container, state, sandbox_id, spec, waiting, retry)
+        return not waiting and all(c.sidecar for c in actions.start)
+
+    def _kill_requested(self, pod: Pod, state: PodRuntime) -> PodRuntime:
+        """Kill containers the prober condemned; the pod's state after."""
+        kills = self._take_kills(pod.uid)
+        doomed = [c for c in state.running() if c.id in kills]
+        for container in doomed:
+            log.info(
+                "killing container pod=%s container=%s reason=probe failed",
+                pod.full_name,
+                container.name,
+            )
+            self._killer.kill(pod, state, container, kills[container.id])
+        return inspect(self._runtime, pod.uid) if doomed else state
 
     def forget(self, uid: str) -> None:
         self._backoff.forget_pod(uid)
+        self._pulls.forget_pod(uid)
+        self._pull_failed = {
+            k: v for k, v in self._pull_failed.items() if not k.startswith(f"{uid}/")
+        }
         self._take_kills(uid)
 
-    def terminate(self, uid: str, name: str, grace_s: int | None) -> SyncResult:
-        """Stop and remove everything the runtime has for this pod."""
+    def terminate(self, uid: str, pod: Pod | None, grace_s: int | None) -> SyncResult:
+        """Stop and remove everything the runtime has for this pod (``pod`` None: an orphan)."""
         state = inspect(self._runtime, uid)
         grace = state.grace_period() if grace_s is None else grace_s
-        self._kill_all(state, grace)
+        self._killer.kill_pod(pod, state, grace)
+        name = pod.full_name if pod is not None else uid
         for container in state.containers:
             self._ignore_missing(self._runtime.remove_container, container.id)
         for sandbox in state.sandboxes:
             self._ignore_missing(self._runtime.remove_sandbox, sandbox.id)
         log.info("pod terminated pod=%s uid=%s", name, uid)
         return SyncResult(uid, PodRuntime(uid), terminated=True)
-
-    def _kill_all(self, state: PodRuntime, grace_s: int) -> None:
-        for container in state.running():
-            self._ignore_missing(self._runtime.stop_container, container.id, grace_s)
-        for sandbox in state.sandboxes:
-            if sandbox.state is SandboxState.READY:
-                self._ignore_missing(self._runtime.stop_sandbox, sandbox.id)
 
     def _ignore_missing(self, call: object, *args: object) -> None:
         assert callable(call)
@@ -192,10 +232,22 @@ class PodSyncer:
                 retry.append(wait)
                 return
             self._backoff.restarted(key)
+        pull_wait = self._pull_backoff(pod, container)
+        if pull_wait > 0:
+            waiting[container.name] = Waiting(
+                "ImagePullBackOff", f'Back-off pulling image "{container.image}"'
+            )
+            retry.append(pull_wait)
+            return
         failure = self._create_and_start(pod, container, restart_count, sandbox_id, sandbox)
         if failure is not None:
             waiting[container.name] = failure
             retry.append(10.0)
+
+    def _pull_backoff(self, pod: Pod, container: Container) -> float:
+        key = f"{pod.uid}/{container.image}"
+        failed_at = self._pull_failed.get(key)
+        return self._pulls.remaining(key, failed_at) if failed_at is not None else 0.0
 
     def _create_and_start(
         self,
@@ -211,6 +263,9 @@ class PodSyncer:
             log.error(
                 "image pull failed pod=%s container=%s error=%s", pod.full_name, container.name, exc
             )
+            key = f"{pod.uid}/{container.image}"
+            self._pulls.restarted(key)
+            self._pull_failed[key] = self._clock()
             return Waiting("ErrImagePull", exc.detail)
         except LookupError as exc:
             return Waiting("ErrImageNeverPull", str(exc))
@@ -236,7 +291,27 @@ class PodSyncer:
             restart_count,
             container_id[:13],
         )
+        if container.post_start is not None:
+            return self._post_start(pod, container, container_id)
         return None
+
+    def _post_start(
+        self, pod: Pod, container: Container, container_id: ContainerID
+    ) -> Waiting | None:
+        """Run the postStart hook; on failure kill the container, as the kubelet does."""
+        assert container.post_start is not None
+        state = inspect(self._runtime, pod.uid)
+        hook = dataclasses.replace(container.post_start, timeout_s=max(1, pod.grace_period_s))
+        target = handlers.Target(container, container_id, pod_address(pod, state))
+        outcome = handlers.run(hook, target, self._runtime)
+        if outcome.ok:
+            return None
+        message = f"PostStartHook failed: {outcome.output}"
+        self._events.warning(pod.full_name, Reason.FAILED_POST_START_HOOK, message)
+        info = next((c for c in state.containers if c.id == container_id), None)
+        if info is not None:
+            self._killer.kill(pod, state, info, pod.grace_period_s)
+        return Waiting("PostStartHookError", message)
 
     def _ensure_image(self, container: Container, sandbox: SandboxSpec) -> None:
         if container.image_pull_policy != "Always" and self._runtime.image_ref(container.image):

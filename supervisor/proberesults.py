@@ -50,6 +50,14 @@ class ProbeResults:
             uid, container, container_id, "readiness"
         )
 
+    def passed_startup(self, uid: str) -> frozenset[str]:
+        """Ids of the pod's containers whose startup probe succeeded."""
+        return frozenset(
+            r.container_id
+            for (u, _, kind), r in self._results.items()
+            if u == uid and kind == "startup" and r.result == SUCCESS
+        )
+
     def of_container(self, uid: str, name: str, container_id: str) -> dict[str, str]:
         """Probe type -> result, for ``pkletd status``."""
         return {
