@@ -67,6 +67,45 @@ class PortSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class MountSpec:
+    container_path: str
+    host_path: str
+    readonly: bool = False
+    propagation: str = "private"  # "private", "host-to-container" or "bidirectional"
+
+
+@dataclass(frozen=True, slots=True)
+class SeccompSpec:
+    type: str  # "RuntimeDefault", "Unconfined" or "Localhost"
+    localhost_ref: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxSecuritySpec:
+    run_as_user: int | None = None
+    run_as_group: int | None = None
+    supplemental_groups: tuple[int, ...] = ()
+    privileged: bool = False
+    seccomp: SeccompSpec | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerSecuritySpec:
+    run_as_user: int | None = None
+    run_as_username: str = ""
+    run_as_group: int | None = None
+    supplemental_groups: tuple[int, ...] = ()
+    privileged: bool = False
+    readonly_rootfs: bool = False
+    add_capabilities: tuple[str, ...] = ()
+    drop_capabilities: tuple[str, ...] = ()
+    no_new_privs: bool = False
+    seccomp: SeccompSpec | None = None
+    masked_paths: tuple[str, ...] = ()
+    readonly_paths: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class SandboxSpec:
     name: str
     namespace: str
@@ -78,6 +117,8 @@ class SandboxSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     ports: tuple[PortSpec, ...] = ()
+    sysctls: Mapping[str, str] = field(default_factory=dict)
+    security: SandboxSecuritySpec | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +133,8 @@ class ContainerSpec:
     env: tuple[tuple[str, str], ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
+    mounts: tuple[MountSpec, ...] = ()
+    security: ContainerSecuritySpec | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +149,7 @@ class SandboxInfo:
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
     ip: str = ""
+    host_network: bool | None = None  # known from PodSandboxStatus only
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +220,8 @@ class CriRuntime:
         reply = self._call(self._runtime, "PodSandboxStatus", request, f"sandbox={sandbox_id}")
         status = reply.status
         info = _sandbox_info(status)
-        return dataclasses.replace(info, ip=status.network.ip)
+        network = status.linux.namespaces.options.network
+        return dataclasses.replace(info, ip=status.network.ip, host_network=network == pb.NODE)
 
     def list_containers(self, pod_uid: str = "") -> list[ContainerInfo]:
         selector = {POD_UID_LABEL: pod_uid} if pod_uid else {}
@@ -202,6 +247,16 @@ class CriRuntime:
         request = pb.ImageStatusRequest(image=pb.ImageSpec(image=image))
         reply = self._call(self._images, "ImageStatus", request, f"image={image}")
         return str(reply.image.id) if reply.HasField("image") else ""
+
+    def image_user(self, image: str) -> tuple[int | None, str]:
+        """The image's user: (uid, "") if numeric, (None, name) if a name, else (0, "")."""
+        request = pb.ImageStatusRequest(image=pb.ImageSpec(image=image))
+        reply = self._call(self._images, "ImageStatus", request, f"image={image}")
+        if reply.HasField("image") and reply.image.HasField("uid"):
+            return int(reply.image.uid.value), ""
+        if reply.HasField("image") and reply.image.username:
+            return None, str(reply.image.username)
+        return 0, ""  # neither: the kubelet treats the image as running as root
 
     def exec_sync(self, container_id: str, command: tuple[str, ...], timeout_s: int) -> ExecResult:
         """Run a command in a container and wait (an exec probe's way in)."""
@@ -251,7 +306,7 @@ class CriRuntime:
     ) -> ContainerID:
         request = pb.CreateContainerRequest(
             pod_sandbox_id=sandbox_id,
-            config=_container_config(spec),
+            config=_container_config(spec, sandbox.host_network),
             sandbox_config=_sandbox_config(sandbox),
         )
         target = f"{_pod_target(sandbox)} container={spec.name}"
@@ -332,14 +387,66 @@ def _sandbox_config(spec: SandboxSpec) -> Any:
             for p in spec.ports
         ],
         linux=pb.LinuxPodSandboxConfig(
-            security_context=pb.LinuxSandboxSecurityContext(
-                namespace_options=pb.NamespaceOption(network=network, pid=pb.CONTAINER, ipc=pb.POD)
-            )
+            security_context=_sandbox_security(spec.security, network), sysctls=dict(spec.sysctls)
         ),
     )
 
 
-def _container_config(spec: ContainerSpec) -> Any:
+def _sandbox_security(sc: SandboxSecuritySpec | None, network: Any) -> Any:
+    out = pb.LinuxSandboxSecurityContext(
+        namespace_options=pb.NamespaceOption(network=network, pid=pb.CONTAINER, ipc=pb.POD)
+    )
+    if sc is None:
+        return out
+    if sc.run_as_user is not None:
+        out.run_as_user.value = sc.run_as_user
+    if sc.run_as_group is not None:
+        out.run_as_group.value = sc.run_as_group
+    out.supplemental_groups.extend(sc.supplemental_groups)
+    out.privileged = sc.privileged
+    if sc.seccomp is not None:
+        out.seccomp.CopyFrom(_seccomp(sc.seccomp))
+    return out
+
+
+def _seccomp(profile: SeccompSpec) -> Any:
+    kind = pb.SecurityProfile.ProfileType.Value(profile.type)
+    return pb.SecurityProfile(profile_type=kind, localhost_ref=profile.localhost_ref)
+
+
+_PROPAGATION = {
+    "private": pb.PROPAGATION_PRIVATE,
+    "host-to-container": pb.PROPAGATION_HOST_TO_CONTAINER,
+    "bidirectional": pb.PROPAGATION_BIDIRECTIONAL,
+}
+
+
+def _container_linux(sc: ContainerSecuritySpec | None, host_network: bool) -> Any:
+    """The kubelet always sends the namespaces; the rest when the pod has a security context."""
+    network = pb.NODE if host_network else pb.POD
+    out = pb.LinuxContainerSecurityContext(
+        namespace_options=pb.NamespaceOption(network=network, pid=pb.CONTAINER, ipc=pb.POD)
+    )
+    if sc is not None:
+        if sc.run_as_user is not None:
+            out.run_as_user.value = sc.run_as_user
+        if sc.run_as_group is not None:
+            out.run_as_group.value = sc.run_as_group
+        out.run_as_username = sc.run_as_username
+        out.supplemental_groups.extend(sc.supplemental_groups)
+        out.privileged = sc.privileged
+        out.readonly_rootfs = sc.readonly_rootfs
+        out.capabilities.add_capabilities.extend(sc.add_capabilities)
+        out.capabilities.drop_capabilities.extend(sc.drop_capabilities)
+        out.no_new_privs = sc.no_new_privs
+        if sc.seccomp is not None:
+            out.seccomp.CopyFrom(_seccomp(sc.seccomp))
+        out.masked_paths.extend(sc.masked_paths)
+        out.readonly_paths.extend(sc.readonly_paths)
+    return pb.LinuxContainerConfig(security_context=out)
+
+
+def _container_config(spec: ContainerSpec, host_network: bool = False) -> Any:
     return pb.ContainerConfig(
         metadata=pb.ContainerMetadata(name=spec.name, attempt=spec.attempt),
         image=pb.ImageSpec(image=spec.image),
@@ -350,4 +457,14 @@ def _container_config(spec: ContainerSpec) -> Any:
         labels=dict(spec.labels),
         annotations=dict(spec.annotations),
         log_path=spec.log_path,
+        mounts=[
+            pb.Mount(
+                container_path=m.container_path,
+                host_path=m.host_path,
+                readonly=m.readonly,
+                propagation=_PROPAGATION[m.propagation],
+            )
+            for m in spec.mounts
+        ],
+        linux=_container_linux(spec.security, host_network),
     )

@@ -12,18 +12,24 @@ from __future__ import annotations
 import json
 import re
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from pkletd.ipc import envspec, securityspec, volumespec
+from pkletd.ipc.envspec import EnvFrom, EnvVar
+from pkletd.ipc.fieldcheck import InvalidField
 from pkletd.ipc.probespec import InvalidProbe, Probe, parse_hooks, parse_probes
+from pkletd.ipc.securityspec import ContainerSecurity, PodSecurity
+from pkletd.ipc.volumespec import Volume, VolumeMount
 
+_T = TypeVar("_T")
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 DEFAULT_GRACE_S = 30
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 
 
 class InvalidPod(ValueError):
@@ -45,7 +51,7 @@ class Container:
     command: tuple[str, ...]
     args: tuple[str, ...]
     working_dir: str
-    env: tuple[tuple[str, str], ...]
+    env: tuple[EnvVar, ...]
     ports: tuple[Port, ...]
     image_pull_policy: str
     hash: str
@@ -53,6 +59,9 @@ class Container:
     restart_policy: str = ""  # "Always" on an init container makes it a sidecar
     post_start: Probe | None = None
     pre_stop: Probe | None = None
+    env_from: tuple[EnvFrom, ...] = ()
+    volume_mounts: tuple[VolumeMount, ...] = ()
+    security: ContainerSecurity | None = None
 
     @property
     def sidecar(self) -> bool:
@@ -82,6 +91,8 @@ class Pod:
     raw: dict[str, Any]
     init_containers: tuple[Container, ...] = ()
     active_deadline_s: int | None = None
+    volumes: tuple[Volume, ...] = ()
+    security: PodSecurity | None = None
 
     @property
     def full_name(self) -> str:
@@ -119,7 +130,32 @@ def parse_pod(raw: Any) -> Pod:
         raw=obj,
         init_containers=init_containers,
         active_deadline_s=_deadline(spec.get("activeDeadlineSeconds")),
+        **_volumes_and_security(spec, init_containers + containers),
     )
+
+
+def _volumes_and_security(
+    spec: dict[str, Any], containers: tuple[Container, ...]
+) -> dict[str, Any]:
+    """``volumes`` and the pod's ``securityContext``; every volume mount names a volume."""
+    volumes = _field(volumespec.parse_volumes, spec)
+    security = _field(securityspec.parse_pod_security, spec)
+    init_count = len(spec.get("initContainers") or [])
+    for i, c in enumerate(containers):
+        path = (
+            f"spec.initContainers[{i}]" if i < init_count else f"spec.containers[{i - init_count}]"
+        )
+        privileged = c.security is not None and bool(c.security.privileged)
+        _field(volumespec.check_mounts, c.volume_mounts, volumes, path, privileged)
+    return {"volumes": volumes, "security": security}
+
+
+def _field(parse: Callable[..., _T], *args: Any) -> _T:
+    """Run one of the ipc spec parsers, its InvalidField as InvalidPod."""
+    try:
+        return parse(*args)
+    except InvalidField as exc:
+        raise InvalidPod(str(exc)) from exc
 
 
 def _containers(value: Any) -> tuple[Container, ...]:
@@ -170,7 +206,10 @@ def _container(value: Any, path: str, init: bool = False) -> Container:
         command=_strings(c.get("command", []), f"{path}.command"),
         args=_strings(c.get("args", []), f"{path}.args"),
         working_dir=_string(c.get("workingDir", ""), f"{path}.workingDir"),
-        env=_env(c.get("env", []), f"{path}.env"),
+        env=_field(envspec.parse_env, c, path),
+        env_from=_field(envspec.parse_env_from, c, path),
+        volume_mounts=_field(volumespec.parse_mounts, c, path),
+        security=_field(securityspec.parse_container_security, c, path),
         ports=_ports(c.get("ports", []), f"{path}.ports"),
         image_pull_policy=_choice(
             c.get("imagePullPolicy", default_pull_policy(image)),
@@ -220,17 +259,6 @@ def default_pull_policy(image: str) -> str:
     if "@" in last:
         return "IfNotPresent"
     return "Always" if ":" not in last or last.endswith(":latest") else "IfNotPresent"
-
-
-def _env(value: Any, path: str) -> tuple[tuple[str, str], ...]:
-    pairs = []
-    for i, item in enumerate(_list(value, path)):
-        entry = _mapping(item, f"{path}[{i}]")
-        name = _string(entry.get("name"), f"{path}[{i}].name")
-        if not _ENV_NAME.match(name):
-            raise InvalidPod(f"{path}[{i}].name: invalid environment variable name {name!r}")
-        pairs.append((name, _string(entry.get("value", ""), f"{path}[{i}].value")))
-    return tuple(pairs)
 
 
 def _ports(value: Any, path: str) -> tuple[Port, ...]:

@@ -44,8 +44,10 @@ from pkletd.supervisor.config import KubeletConfig
 from pkletd.supervisor.control import ControlServer, Request
 from pkletd.supervisor.events import EventRecorder, Reason
 from pkletd.supervisor.forkserver import Exited, ForkServer, Spawned
+from pkletd.supervisor.nodeinfo import NodeInfo
 from pkletd.supervisor.notify import Notifier
 from pkletd.supervisor.pods import Pods
+from pkletd.supervisor.podsetup import PodSetup
 from pkletd.supervisor.podsync import PodSyncer, SyncOptions, SyncResult
 from pkletd.supervisor.podworkers import PodWorkers
 from pkletd.supervisor.proberesults import ProbeResults
@@ -55,13 +57,14 @@ log = logging.getLogger(__name__)
 HOUSEKEEPING_S = 2.0
 ALIVE_S = 1.0
 FACTS_FROM = {
-    PodsListed: "file-source",
-    ManifestRejected: "file-source",
     PodLifecycleEvent: "pleg",
     RelistCompleted: "pleg",
     ProbeResult: "prober",
     ProbeMetrics: "prober",
 }
+# Pod-source facts (PodsListed, ManifestRejected) come from the worker of the source
+# they name, and from no other: source -> worker.
+SOURCE_WORKERS = {"file": "file-source", "http": "http-source"}
 DEADLINE_EXCEEDED = "DeadlineExceeded"
 DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
 PROBE_RESULT_TTL_S = 10.0  # an older result is history, not a reason to act
@@ -94,11 +97,18 @@ class Agent:
             config.container_runtime_endpoint, config.runtime_request_timeout
         )
         self._events = EventRecorder()
-        self._syncer = PodSyncer(self._runtime, Path(config.pod_logs_dir), self._events)
+        host_ip = node_ip(config.node_name)
+        node = NodeInfo.detect(config.node_name, (host_ip,), Path(config.root_dir))
+        self._syncer = PodSyncer(
+            self._runtime,
+            Path(config.pod_logs_dir),
+            self._events,
+            setup=PodSetup(node, self._runtime),
+        )
         self._pod_workers = PodWorkers(config.pod_sync_parallelism)
-        sources = ["file"] if "file-source" in worker_names else []
+        sources = [s for s, worker in SOURCE_WORKERS.items() if worker in worker_names]
         self._probes = ProbeResults()
-        self._pods = Pods(node_ip(config.node_name), sources, self._probes)
+        self._pods = Pods(host_ip, sources, self._probes)
         self._children = Children(
             worker_names, forkserver, config.worker_heartbeat_timeout, on_ready=self._worker_ready
         )
@@ -238,6 +248,8 @@ class Agent:
             return
         message = envelope.message
         wanted_sender = FACTS_FROM.get(type(message))
+        if isinstance(message, (PodsListed, ManifestRejected)):
+            wanted_sender = SOURCE_WORKERS.get(message.source, "")  # unknown: nobody
         if wanted_sender is not None and wanted_sender != name:
             log.error("dropped message from the wrong worker worker=%s kind=%s", name, message.kind)
             return
@@ -360,10 +372,9 @@ class Agent:
             return
         if outcome.terminated:
             self._terminating.discard(uid)
-            self._pods.forget_objects(uid)
             self._syncer.forget(uid)
             self._probes.forget(uid)
-            if self._pods.get(uid) is None:
+            if self._pods.forget(uid):
                 self._bus.publish(PodForgotten(uid))
             else:
                 self._schedule(uid, 0.0)  # it came back while we were stopping it

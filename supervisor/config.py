@@ -14,8 +14,12 @@ Precedence, lowest first:
 
 As in the kubelet's file defaulting, a field set to null, or to the zero value of
 its type ("", 0, "0s"), means "use the default".  The exceptions are healthzPort,
-where 0 disables the endpoint, and podPidsLimit, where any negative value means
-"no pod-level limit" and becomes -1.  The same rule applies to flag values.
+where 0 disables the endpoint, podPidsLimit, where any negative value means
+"no pod-level limit" and becomes -1, and the kubelet's pointer fields
+containerLogMaxSize ("0" rotates every non-empty log; a negative size turns
+rotation off), containerLogMaxFiles (at least 2), containerLogMaxWorkers (at
+least 1) and containerLogMonitorInterval (at least 3s), where 0 is not a default
+but a value checked like any other.  The same rule applies to flag values.
 
 Unknown-field policy for the file:
 
@@ -38,12 +42,14 @@ import json
 import os.path
 import re
 import socket
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+from pkletd.ipc import quantity
 
 API_VERSION = "kubelet.config.k8s.io/v1beta1"
 KIND = "KubeletConfiguration"
@@ -71,6 +77,13 @@ class KubeletConfig:
     port: int
     max_pods: int
     pod_pids_limit: int
+    static_pod_url: str
+    static_pod_url_header: tuple[tuple[str, str], ...]  # (name, value), in order
+    http_check_frequency: float
+    container_log_max_size: int  # bytes; negative: no rotation
+    container_log_max_files: int
+    container_log_max_workers: int
+    container_log_monitor_interval: float
     # pkletd's own settings (flags only)
     root_dir: str
     run_dir: str
@@ -79,6 +92,7 @@ class KubeletConfig:
     pleg_relist_period: float
     worker_heartbeat_timeout: float
     pod_sync_parallelism: int
+    pod_logs_cleanup_delay: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +189,73 @@ def _node_name(value: object) -> str:
     return _string(value).strip().lower()
 
 
+def _url(value: object) -> str:
+    text = _string(value)
+    parts = urllib.parse.urlsplit(text)
+    if text and (parts.scheme not in ("http", "https") or not parts.hostname):
+        raise ValueError(f"must be an http:// or https:// URL, got {_show(text)}")
+    return text
+
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP token (RFC 9110)
+
+
+def _header_map(value: object) -> tuple[tuple[str, str], ...]:
+    """staticPodURLHeader: header name -> list of values; (name, value) pairs in order."""
+    want = f"must be a mapping of header names to lists of values, got {_show(value)}"
+    if not isinstance(value, dict):
+        raise ValueError(want)
+    pairs: list[tuple[str, str]] = []
+    for name, values in value.items():
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise ValueError(want)
+        if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
+            raise ValueError(f"header name {_show(name)} is not a valid HTTP header name")
+        for text in values:
+            if any(c in text for c in "\r\n\0"):
+                raise ValueError(f"header {name}: a value must not contain line breaks")
+            pairs.append((name, text))
+    return tuple(pairs)
+
+
+def _colon_multimap(texts: list[str]) -> dict[str, list[str]]:
+    """--manifest-url-header values ("a:x,b:y", repeatable) as the file field's mapping."""
+    found: dict[str, list[str]] = {}
+    for text in texts:
+        for pair in text.split(","):
+            if not pair:
+                continue
+            name, colon, value = pair.partition(":")
+            if not colon:
+                raise ValueError(f"malformed pair {_show(pair)}, want NAME:VALUE")
+            found.setdefault(name.strip(), []).append(value.strip())
+    return found
+
+
+DEFAULT_LOG_MAX_SIZE = 10 * 2**20  # the kubelet's "10Mi"
+
+
+def _log_max_size(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise ValueError(f'must be a quantity such as "10Mi", got {_show(value)}')
+    if value == "":
+        return DEFAULT_LOG_MAX_SIZE
+    try:
+        size = quantity.parse(value)
+    except quantity.BadQuantity as exc:
+        raise ValueError(f"invalid quantity {_show(value)}: {exc}") from None
+    if size.denominator != 1 or not -(2**63) <= size < 2**63:  # the kubelet's AsInt64
+        raise ValueError(f"must be a whole number of bytes, got {_show(value)}")
+    return int(size)
+
+
+def _monitor_interval(value: object) -> float:
+    seconds = _duration(value)
+    if seconds < 3:
+        raise ValueError(f"must be at least 3s, got {_show(value)}")
+    return seconds
+
+
 # --- the field table ----------------------------------------------------------------
 
 
@@ -187,6 +268,8 @@ class _Field:
     flag: str | None
     help: str
     zero_means_default: bool = True
+    metavar: str = ""  # shown in --help; by default from the default's type
+    repeat: bool = False  # a flag that may be given several times (a list of texts)
 
 
 _FIELDS: tuple[_Field, ...] = (
@@ -214,6 +297,26 @@ _FIELDS: tuple[_Field, ...] = (
     _Field("maxPods", "max_pods", _int32, 110, "--max-pods", "maximum number of pods"),
     _Field("podPidsLimit", "pod_pids_limit", _pids_limit, -1, None, "",
            zero_means_default=False),
+    _Field("staticPodURL", "static_pod_url", _url, "", "--manifest-url",
+           "URL of pods to run (a Pod or a PodList, YAML or JSON); empty means none"),
+    _Field("staticPodURLHeader", "static_pod_url_header", _header_map, (),
+           "--manifest-url-header",
+           "HTTP headers for --manifest-url as NAME:VALUE[,NAME:VALUE...]; repeatable",
+           metavar="NAME:VALUE", repeat=True),
+    _Field("httpCheckFrequency", "http_check_frequency", _duration, 20.0,
+           "--http-check-frequency", "how often to fetch --manifest-url"),
+    _Field("containerLogMaxSize", "container_log_max_size", _log_max_size,
+           DEFAULT_LOG_MAX_SIZE, "--container-log-max-size",
+           "size (a quantity, e.g. 10Mi) at which a container log is rotated; negative: never",
+           zero_means_default=False, metavar="QUANTITY"),
+    _Field("containerLogMaxFiles", "container_log_max_files", _integer(2, 2**31 - 1), 5,
+           "--container-log-max-files",
+           "most log files kept per container, the one being written included",
+           zero_means_default=False),
+    _Field("containerLogMaxWorkers", "container_log_max_workers", _integer(1, 2**31 - 1), 1,
+           None, "", zero_means_default=False),
+    _Field("containerLogMonitorInterval", "container_log_monitor_interval", _monitor_interval,
+           10.0, None, "", zero_means_default=False),
     _Field(None, "root_dir", _string, "/var/lib/kubelet", "--root-dir",
            "directory for pod volumes and plugin state"),
     _Field(None, "run_dir", _string, "/run/pkletd", "--run-dir",
@@ -228,6 +331,8 @@ _FIELDS: tuple[_Field, ...] = (
            "how long a worker may stay silent before it is restarted"),
     _Field(None, "pod_sync_parallelism", _int32, 10, "--pod-sync-parallelism",
            "how many pods are synced at once"),
+    _Field(None, "pod_logs_cleanup_delay", _duration, 60.0, "--pod-logs-cleanup-delay",
+           "how long a pod log dir must have had no pod before it is removed"),
 )  # fmt: skip
 
 _BY_YAML = {field.yaml: field for field in _FIELDS if field.yaml is not None}
@@ -282,7 +387,7 @@ def _show_default(value: object) -> str:
 
 def _metavar(field: _Field) -> str:
     kinds: dict[type, str] = {float: "DURATION", int: "INT"}
-    return kinds.get(type(field.default), "STRING")
+    return field.metavar or kinds.get(type(field.default), "STRING")
 
 
 def _flag_help(field: _Field) -> str:
@@ -301,13 +406,20 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
                 field.flag,
                 dest=field.attr,
                 default=None,
+                action="append" if field.repeat else "store",
                 metavar=_metavar(field),
                 help=_flag_help(field),
             )
 
 
-def _flag_raw(field: _Field, text: str) -> object:
-    """Flags arrive as text; an integer field takes the integer the text spells, if any."""
+def _flag_raw(field: _Field, text: Any) -> object:
+    """Flags arrive as text; an integer field takes the integer the text spells, if any.
+    A repeatable flag's texts (NAME:VALUE pairs) become the file field's mapping."""
+    if field.repeat:
+        try:
+            return _colon_multimap(text)
+        except ValueError as exc:
+            raise ConfigError(f"{field.flag}: {exc}") from None
     if isinstance(field.default, int) and re.fullmatch(r"[+-]?[0-9]+", text):
         return int(text)
     return text

@@ -145,6 +145,8 @@ def _complete(container: Container, state: PodRuntime, passed: frozenset[str]) -
 def _sandbox_usable(pod: Pod, sandbox: SandboxInfo | None) -> bool:
     if sandbox is None or sandbox.state is not SandboxState.READY:
         return False
+    if sandbox.host_network is not None and sandbox.host_network != pod.host_network:
+        return False  # the network namespace changed: the kubelet makes a new sandbox
     return pod.host_network or bool(sandbox.ip)
 
 

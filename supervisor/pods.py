@@ -32,6 +32,7 @@ class PodEntry:
     runtime: PodRuntime | None = None
     waiting: Mapping[str, Waiting] = field(default_factory=dict)
     failure: Waiting | None = None  # the pod failed as a whole (e.g. DeadlineExceeded)
+    removed: bool = False  # no source wants it; shown until its termination finishes
     api: dict[str, Any] | None = None
 
 
@@ -67,7 +68,7 @@ class Pods:
         sync = []
         for uid, pod in wanted.items():
             entry = self.entries.get(uid)
-            if entry is None:
+            if entry is None or entry.removed:
                 self.entries[uid] = PodEntry(pod, source)
                 log.info("pod added source=%s pod=%s uid=%s", source, pod.full_name, uid)
                 sync.append(pod)
@@ -76,16 +77,27 @@ class Pods:
                 log.info("pod updated source=%s pod=%s uid=%s", source, pod.full_name, uid)
                 sync.append(pod)
         gone = [
-            e.pod for uid, e in self.entries.items() if e.source == source and uid not in wanted
+            e.pod
+            for uid, e in self.entries.items()
+            if e.source == source and uid not in wanted and not e.removed
         ]
         for pod in gone:
             log.info("pod removed source=%s pod=%s uid=%s", source, pod.full_name, pod.uid)
-            del self.entries[pod.uid]
+            self.entries[pod.uid].removed = True
         return SourceChange(tuple(sync), tuple(gone))
 
     def get(self, uid: str) -> Pod | None:
+        """The pod a source wants (None once it was removed, while it terminates)."""
         entry = self.entries.get(uid)
-        return entry.pod if entry is not None else None
+        return entry.pod if entry is not None and not entry.removed else None
+
+    def forget(self, uid: str) -> bool:
+        """Its termination finished: drop a removed pod; True if it was dropped."""
+        entry = self.entries.get(uid)
+        if entry is not None and entry.removed:
+            del self.entries[uid]
+        self._owner_of = {k: v for k, v in self._owner_of.items() if v != uid}
+        return uid not in self.entries
 
     def owner(self, object_id: str) -> str:
         return self._owner_of.get(object_id, "")
@@ -150,9 +162,6 @@ class Pods:
             return None
         entry.api = {**entry.pod.raw, "status": status}
         return entry.api
-
-    def forget_objects(self, uid: str) -> None:
-        self._owner_of = {k: v for k, v in self._owner_of.items() if v != uid}
 
     def api_pods(self) -> list[dict[str, Any]]:
         return [e.api for e in self.entries.values() if e.api is not None]

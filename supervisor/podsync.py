@@ -30,11 +30,16 @@ from pkletd.ipc.cri import (
 from pkletd.ipc.podspec import Container, Pod
 from pkletd.supervisor import backoff, runtimespec
 from pkletd.supervisor.backoff import Clock, CrashBackoff
+from pkletd.supervisor.envvars import ConfigError
 from pkletd.supervisor.events import EventRecorder, Reason
 from pkletd.supervisor.killing import Killer, pod_address
 from pkletd.supervisor.podactions import Actions, PodRuntime, compute_actions
+from pkletd.supervisor.podsetup import CONFIG_ERROR, PodSetup
 
 log = logging.getLogger(__name__)
+
+# The kubelet gives a postStart exec no timeout of its own; bound it by a runtime request.
+POST_START_TIMEOUT_S = 120
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +85,15 @@ class PodSyncer:
     """Carries out a pod's actions through the CRI. Called on pod-worker threads."""
 
     def __init__(
-        self, runtime: CriRuntime, logs_root: Path, events: EventRecorder, clock: Clock = time.time
+        self,
+        runtime: CriRuntime,
+        logs_root: Path,
+        events: EventRecorder,
+        clock: Clock = time.time,
+        setup: PodSetup | None = None,
     ) -> None:
         self._runtime = runtime
+        self._setup = setup if setup is not None else PodSetup.default(runtime)
         self._logs_root = logs_root
         self._events = events
         self._killer = Killer(runtime, events)
@@ -141,6 +152,13 @@ class PodSyncer:
             self._killer.kill(pod, state, unwanted, pod.grace_period_s)
         if not actions.start:
             return False
+        blocked = self._setup.blocked(pod)  # admission, volumes
+        if blocked is not None:
+            waiting.update(
+                {c.name: Waiting(blocked.reason, blocked.message) for c in actions.start}
+            )
+            retry.extend([blocked.retry_s] if blocked.retry_s is not None else [])
+            return False
         sandbox_id, spec = self._sandbox_for(pod, state, actions)
         for container in actions.start:
             self._start(pod, container, state, sandbox_id, spec, waiting, retry)
@@ -177,6 +195,7 @@ class PodSyncer:
             self._ignore_missing(self._runtime.remove_container, container.id)
         for sandbox in state.sandboxes:
             self._ignore_missing(self._runtime.remove_sandbox, sandbox.id)
+        self._setup.teardown(uid)
         log.info("pod terminated pod=%s uid=%s", name, uid)
         return SyncResult(uid, PodRuntime(uid), terminated=True)
 
@@ -271,6 +290,13 @@ class PodSyncer:
             return Waiting("ErrImageNeverPull", str(exc))
         spec = runtimespec.container_spec(pod, container, restart_count)
         try:
+            spec = self._setup.container_spec(pod, container, spec, sandbox_id)
+        except ConfigError as exc:
+            log.error(
+                "config failed pod=%s container=%s error=%s", pod.full_name, container.name, exc
+            )
+            return Waiting(CONFIG_ERROR, str(exc))
+        try:
             container_id = self._runtime.create_container(sandbox_id, spec, sandbox)
         except CriError as exc:
             log.error(
@@ -301,7 +327,7 @@ class PodSyncer:
         """Run the postStart hook; on failure kill the container, as the kubelet does."""
         assert container.post_start is not None
         state = inspect(self._runtime, pod.uid)
-        hook = dataclasses.replace(container.post_start, timeout_s=max(1, pod.grace_period_s))
+        hook = dataclasses.replace(container.post_start, timeout_s=POST_START_TIMEOUT_S)
         target = handlers.Target(container, container_id, pod_address(pod, state))
         outcome = handlers.run(hook, target, self._runtime)
         if outcome.ok:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pkletd.ipc.cri import ContainerSpec, PortSpec, SandboxSpec
 from pkletd.ipc.podspec import Container, Pod
+from pkletd.supervisor import securitycontext
 
 POD_NAME = "io.kubernetes.pod.name"
 POD_NAMESPACE = "io.kubernetes.pod.namespace"
@@ -49,6 +50,8 @@ def sandbox_spec(pod: Pod, attempt: int, logs_root: Path) -> SandboxSpec:
             for p in c.ports
             if p.host_port
         ),
+        sysctls=dict(pod.security.sysctls) if pod.security is not None else {},
+        security=securitycontext.sandbox_security(pod),
     )
 
 
@@ -72,7 +75,8 @@ def container_spec(pod: Pod, container: Container, restart_count: int) -> Contai
         command=container.command,
         args=container.args,
         working_dir=container.working_dir,
-        env=container.env,
+        # literal values; podsetup resolves valueFrom, envFrom and $(VAR) references
+        env=tuple((e.name, e.value) for e in container.env if not e.has_source),
         labels={
             POD_NAME: pod.name,
             POD_NAMESPACE: pod.namespace,

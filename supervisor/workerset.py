@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pkletd.supervisor.config import KubeletConfig
 from pkletd.supervisor.forkserver import WorkerEntry
-from pkletd.workers import filesource, http, pleg, prober
+from pkletd.workers import filesource, http, httpsource, logrotator, pleg, prober
 from pkletd.workers.lifecycle import WorkerSettings
 
 HEARTBEATS_PER_TIMEOUT = 5
@@ -45,6 +45,26 @@ def entries(config: KubeletConfig) -> dict[str, WorkerEntry]:
             config.node_name,
             config.file_check_frequency,
         )
+    if config.static_pod_url:
+        found["http-source"] = functools.partial(
+            httpsource.main,
+            settings("http-source"),
+            config.static_pod_url,
+            config.static_pod_url_header,
+            config.node_name,
+            config.http_check_frequency,
+        )
+    found["log-rotator"] = functools.partial(
+        logrotator.main,
+        settings("log-rotator"),
+        config.container_runtime_endpoint,
+        config.runtime_request_timeout,
+        Path(config.pod_logs_dir),
+        logrotator.RotatePolicy(config.container_log_max_size, config.container_log_max_files),
+        config.container_log_monitor_interval,
+        config.container_log_max_workers,
+        config.pod_logs_cleanup_delay,
+    )
     return found
 
 

@@ -1,0 +1,53 @@
+"""mount(2) and umount2(2) for memory-backed volumes, and what /proc says is mounted."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+
+MNT_DETACH = 2
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def mount_tmpfs(target: Path, options: str) -> None:
+    _check(
+        _libc.mount(b"tmpfs", str(target).encode(), b"tmpfs", 0, options.encode()),
+        f"mount -t tmpfs -o {options} tmpfs {target}",
+    )
+
+
+def unmount(target: Path, lazy: bool = False) -> None:
+    _check(_libc.umount2(str(target).encode(), MNT_DETACH if lazy else 0), f"umount {target}")
+
+
+def _unescape(field: str) -> str:
+    return field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n")
+
+
+def mounted() -> dict[str, str]:
+    """Mount point -> file system type, from this process's mountinfo."""
+    found = {}
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        separator = fields.index("-")
+        found[_unescape(fields[4])] = fields[separator + 1]
+    return found
+
+
+def fs_type(target: Path) -> str:
+    """The type of the file system mounted exactly at ``target``, "" if none is."""
+    return mounted().get(str(target), "")
+
+
+def mounts_under(base: Path) -> list[Path]:
+    """Mount points at or below ``base``, deepest first."""
+    prefix = str(base)
+    points = [p for p in mounted() if p == prefix or p.startswith(prefix + "/")]
+    return [Path(p) for p in sorted(points, key=lambda p: p.count("/"), reverse=True)]

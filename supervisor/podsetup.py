@@ -1,0 +1,83 @@
+"""What the kubelet does for a pod around the CRI calls: admission, volumes, run options.
+
+``PodSyncer`` calls, in order: ``admit`` (the sysctl allowlist), ``setup_volumes``
+before the sandbox's containers start (``WaitForAttachAndMount``),
+``container_spec`` for each container it creates (``GenerateRunContainerOptions``
+and ``generateContainerConfig``: environment, ``$(VAR)`` in command and args,
+mounts, security context, ``runAsNonRoot``), and ``teardown`` when the pod is
+terminated. The sandbox's security context and sysctls are ``runtimespec``'s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from pkletd.ipc.cri import ContainerSpec, CriRuntime, SandboxID
+from pkletd.ipc.podspec import Container, Pod
+from pkletd.supervisor import envvars, securitycontext
+from pkletd.supervisor.envvars import ConfigError
+from pkletd.supervisor.nodeinfo import NodeInfo
+from pkletd.supervisor.volumes import PodVolumes, VolumeError
+
+CONFIG_ERROR = "CreateContainerConfigError"
+VOLUME_WAIT = "ContainerCreating"  # the kubelet's reason while volumes are not mounted
+VOLUME_RETRY_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """Why no container of the pod may start now: what each one waits with."""
+
+    reason: str
+    message: str
+    retry_s: float | None = None
+
+
+class PodSetup:
+    def __init__(self, node: NodeInfo, runtime: CriRuntime) -> None:
+        self.node = node
+        self._runtime = runtime
+        self.volumes = PodVolumes(node)
+
+    @classmethod
+    def default(cls, runtime: CriRuntime, root_dir: Path = Path("/var/lib/kubelet")) -> PodSetup:
+        return cls(NodeInfo.detect("", ("127.0.0.1",), root_dir), runtime)
+
+    def blocked(self, pod: Pod) -> Blocked | None:
+        """Admission (the sysctl allowlist), then the pod's volumes (set up here)."""
+        refusal = securitycontext.forbidden_sysctl(pod, self.node)
+        if refusal is not None:
+            return Blocked(securitycontext.SYSCTL_FORBIDDEN, refusal)
+        try:
+            self.volumes.setup(pod)
+        except VolumeError as exc:
+            return Blocked(VOLUME_WAIT, str(exc), VOLUME_RETRY_S)
+        return None
+
+    def pod_ips(self, pod: Pod, sandbox_ip: str) -> tuple[str, ...]:
+        """The pod's IPs as its containers see them: the host's for a hostNetwork pod."""
+        if pod.host_network:
+            return self.node.host_ips
+        return (sandbox_ip,) if sandbox_ip else ()
+
+    def container_spec(
+        self, pod: Pod, container: Container, spec: ContainerSpec, sandbox: SandboxID
+    ) -> ContainerSpec:
+        """The CRI spec with the pod's run options; ConfigError with the kubelet's message."""
+        sandbox_ip = "" if pod.host_network else self._runtime.sandbox_status(sandbox).ip
+        env = envvars.make_env(pod, container, self.node, self.pod_ips(pod, sandbox_ip))
+        command, args = envvars.expand_command(container, env)
+        found = self.volumes.mounts(pod, container, env)
+        uid, username = self._runtime.image_user(container.image)
+        refusal = securitycontext.verify_run_as_non_root(pod, container, uid, username)
+        if refusal is not None:
+            raise ConfigError(refusal)
+        security = securitycontext.container_security(pod, container, uid, username, self.node)
+        return dataclasses.replace(
+            spec, env=tuple(env), command=command, args=args, mounts=found, security=security
+        )
+
+    def teardown(self, uid: str) -> None:
+        self.volumes.teardown(uid)

@@ -1,0 +1,371 @@
+"""The volumes a node serves by itself, set up where and as the kubelet sets them up.
+
+Under ``<root-dir>/pods/<uid>/volumes/<plugin>/<name>``:
+
+- ``emptyDir``: a directory, mode 0777 (``kubernetes.io~empty-dir``);
+  ``medium: Memory`` mounts a tmpfs there, sized as the kubelet sizes it (the
+  node's allocatable memory, lowered to the pod's memory limit and to
+  ``sizeLimit``), with ``noswap`` on kernels that have it (6.4+).
+- ``downwardAPI`` and ``projected``: files written by ``atomicwriter``, modes from
+  ``mode`` or ``defaultMode`` (0644); always mounted read-only, as the kubelet's
+  volume attributes say. ``configMap``, ``secret`` and ``serviceAccountToken``
+  need an API server: the kubelet's error for a missing object (or for a token
+  in standalone mode), unless the source is ``optional``.
+- ``hostPath``: the host's path itself, after the kubelet's type check
+  (``checkType``), creating it for ``DirectoryOrCreate`` (0755) and
+  ``FileOrCreate`` (0644).
+
+``fsGroup`` is applied to the volumes the kubelet applies it to (everything but
+``hostPath``) as ``SetVolumeOwnership`` does: group ``fsGroup``, ``rw-rw----``
+(``r--r-----`` for read-only volumes) added, directories setgid and group-searchable.
+A failure is reported as the kubelet's ``FailedMount`` message,
+``MountVolume.SetUp failed for volume "x" : <why>``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import shutil
+import stat
+from collections.abc import Sequence
+from fractions import Fraction
+from pathlib import Path
+
+from pkletd.ipc import quantity
+from pkletd.ipc.cri import MountSpec
+from pkletd.ipc.podspec import Container, Pod
+from pkletd.ipc.volumespec import Volume
+from pkletd.supervisor import atomicwriter, downward, mounts
+from pkletd.supervisor.atomicwriter import FileProjection
+from pkletd.supervisor.envvars import ConfigError, expand, not_found
+from pkletd.supervisor.nodeinfo import NodeInfo
+from pkletd.supervisor.securitycontext import pod_security
+
+log = logging.getLogger(__name__)
+
+PLUGIN_DIRS = {
+    "emptyDir": "kubernetes.io~empty-dir",
+    "downwardAPI": "kubernetes.io~downward-api",
+    "projected": "kubernetes.io~projected",
+    "configMap": "kubernetes.io~configmap",
+    "secret": "kubernetes.io~secret",
+}
+WRITTEN_KINDS = ("downwardAPI", "projected", "configMap", "secret")  # read-only to containers
+EMPTY_DIR_MODE = 0o777
+RW_MASK, RO_MASK, EXEC_MASK = 0o660, 0o440, 0o110
+PROPAGATIONS = {
+    "None": "private",
+    "HostToContainer": "host-to-container",
+    "Bidirectional": "bidirectional",
+}
+TOKEN_ERROR = "failed to fetch token: cannot use TokenManager when kubelet is in standalone mode"
+
+
+class VolumeError(Exception):
+    """A volume could not be set up; the message is the kubelet's FailedMount event."""
+
+
+class SetupFailure(Exception):
+    """Why one volume failed (the part after ``MountVolume.SetUp failed for volume "x" :``)."""
+
+
+# --- hostPath ------------------------------------------------------------------------
+
+
+def check_host_path(path: str, kind: str) -> None:
+    """The kubelet's hostPath ``checkType``; SetupFailure with its message."""
+    target = Path(path)
+    try:
+        info = target.stat()
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        raise SetupFailure(str(exc)) from exc
+    if kind == "":
+        return
+    if kind == "DirectoryOrCreate" and info is None:
+        _create(lambda: target.mkdir(mode=0o755, parents=True, exist_ok=True))
+        return
+    if kind == "FileOrCreate" and info is None:
+        _create(lambda: os.close(os.open(target, os.O_CREAT | os.O_RDONLY, 0o644)))
+        return
+    wanted = {
+        "DirectoryOrCreate": (stat.S_ISDIR, "a directory"),
+        "Directory": (stat.S_ISDIR, "a directory"),
+        "FileOrCreate": (stat.S_ISREG, "a file"),
+        "File": (stat.S_ISREG, "a file"),
+        "Socket": (stat.S_ISSOCK, "a socket file"),
+        "CharDevice": (stat.S_ISCHR, "a character device"),
+        "BlockDevice": (stat.S_ISBLK, "a block device"),
+    }
+    if kind not in wanted:
+        raise SetupFailure(f"{kind} is an invalid volume type")
+    test, what = wanted[kind]
+    if info is None or not test(info.st_mode):
+        raise SetupFailure(f"hostPath type check failed: {path} is not {what}")
+
+
+def _create(make: object) -> None:
+    assert callable(make)
+    try:
+        make()
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise SetupFailure(f"{exc.strerror}: {exc.filename}") from exc
+
+
+# --- fsGroup -------------------------------------------------------------------------
+
+
+def needs_ownership(root: Path, gid: int, read_only: bool, policy: str) -> bool:
+    """False when ``OnRootMismatch`` and the root already has the group, bits and setgid."""
+    if policy != "OnRootMismatch":
+        return True
+    info = root.stat()
+    wanted = (RO_MASK if read_only else RW_MASK) | EXEC_MASK
+    perms = stat.S_IMODE(info.st_mode)
+    return info.st_gid != gid or perms & wanted != wanted or not perms & stat.S_ISGID
+
+
+def set_ownership(root: Path, gid: int, read_only: bool) -> None:
+    """``SetVolumeOwnership``: every entry gets group ``gid`` and the group bits it needs."""
+    mask = RO_MASK if read_only else RW_MASK
+    entries = [root]
+    for parent, dirs, files in os.walk(root):
+        entries += [Path(parent) / name for name in dirs + files]
+    for entry in entries:
+        os.lchown(entry, -1, gid)
+        info = entry.lstat()
+        if stat.S_ISLNK(info.st_mode):
+            continue
+        extra = mask | stat.S_ISGID | EXEC_MASK if stat.S_ISDIR(info.st_mode) else mask
+        entry.chmod(stat.S_IMODE(info.st_mode) | extra)
+
+
+# --- emptyDir ------------------------------------------------------------------------
+
+
+def pod_memory_limit(pod: Pod) -> Fraction | None:
+    """The pod's memory limit if every container declares one (the pod cgroup's), else None.
+
+    Regular containers and sidecars add up; an init container runs alone, so the
+    largest one counts on its own.
+    """
+    together, alone = Fraction(0), Fraction(0)
+    for c in pod.init_containers + pod.containers:
+        raw = downward.raw_container(pod, c.name) or {}
+        limit = ((raw.get("resources") or {}).get("limits") or {}).get("memory")
+        if limit is None:
+            return None
+        try:
+            amount = quantity.parse(limit)
+        except quantity.BadQuantity:
+            return None
+        if c in pod.init_containers and not c.sidecar:
+            alone = max(alone, amount)
+        else:
+            together += amount
+    return max(together, alone)
+
+
+def tmpfs_size(pod: Pod, volume: Volume, node: NodeInfo) -> int:
+    """``calculateEmptyDirMemorySize``: allocatable, lowered to the pod limit and sizeLimit."""
+    size = node.memory
+    for lower in (pod_memory_limit(pod), volume.size_limit):
+        if lower is not None and 0 < lower <= size:
+            size = lower
+    return math.ceil(size)
+
+
+def setup_empty_dir(pod: Pod, volume: Volume, path: Path, node: NodeInfo) -> bool:
+    """Create (and mount) an emptyDir; True if it was new, so ownership is to be applied."""
+    if volume.medium not in ("", "Memory"):
+        raise SetupFailure(f"unknown storage medium {volume.medium!r}")
+    fresh = not path.exists()
+    path.mkdir(mode=EMPTY_DIR_MODE, parents=True, exist_ok=True)
+    if fresh:
+        path.chmod(EMPTY_DIR_MODE)  # whatever the umask
+    if volume.medium == "Memory" and mounts.fs_type(path) != "tmpfs":
+        options = f"size={tmpfs_size(pod, volume, node)}"
+        if node.kernel_at_least(6, 4):
+            options += ",noswap"
+        try:
+            mounts.mount_tmpfs(path, options)
+        except OSError as exc:
+            raise SetupFailure(str(exc)) from exc
+        path.chmod(EMPTY_DIR_MODE)
+        return True
+    return fresh
+
+
+# --- downwardAPI, projected, configMap, secret -----------------------------------------
+
+
+def payload(pod: Pod, volume: Volume, node: NodeInfo) -> dict[str, FileProjection]:
+    files: dict[str, FileProjection] = {}
+    for source in volume.projections:
+        if source.kind == "downwardAPI":
+            for item in source.items:
+                mode = volume.default_mode if item.mode is None else item.mode
+                try:
+                    if item.resource is not None:
+                        text = downward.resource_value(pod, "", item.resource, node)
+                    else:
+                        text = downward.field_value(pod, item.field_path)
+                except LookupError as exc:
+                    raise SetupFailure(str(exc)) from exc
+                files[item.path] = FileProjection(text.encode(), mode)
+        elif source.kind == "serviceAccountToken":
+            raise SetupFailure(TOKEN_ERROR)
+        elif not source.optional:
+            kind = source.kind.lower()
+            if source.kind in ("configMap", "secret"):
+                raise SetupFailure(not_found(kind, source.name))
+            raise SetupFailure(f"{source.kind} sources need an API server")
+    return files
+
+
+# --- the pod's volumes -----------------------------------------------------------------
+
+
+class PodVolumes:
+    def __init__(self, node: NodeInfo) -> None:
+        self._node = node
+
+    def pod_dir(self, uid: str) -> Path:
+        return self._node.pods_dir / uid
+
+    def path(self, pod: Pod, volume: Volume) -> Path:
+        if volume.kind == "hostPath":
+            return Path(volume.path)
+        plugin = PLUGIN_DIRS.get(volume.kind, f"kubernetes.io~{volume.kind.lower()}")
+        return self.pod_dir(pod.uid) / "volumes" / plugin / volume.name
+
+    def setup(self, pod: Pod) -> None:
+        """Set up every volume of the pod (idempotent); VolumeError on the first failure."""
+        if not pod.volumes:
+            return
+        for sub in ("", "volumes", "plugins"):
+            (self.pod_dir(pod.uid) / sub).mkdir(mode=0o750, parents=True, exist_ok=True)
+        for volume in pod.volumes:
+            try:
+                self._setup_one(pod, volume)
+            except SetupFailure as exc:
+                raise VolumeError(
+                    f'MountVolume.SetUp failed for volume "{volume.name}" : {exc}'
+                ) from exc
+
+    def _setup_one(self, pod: Pod, volume: Volume) -> None:
+        security = pod_security(pod)
+        path = self.path(pod, volume)
+        if volume.kind == "hostPath":
+            check_host_path(volume.path, volume.path_type)
+            return
+        if volume.kind == "emptyDir":
+            fresh = setup_empty_dir(pod, volume, path, self._node)
+            if fresh and security.fs_group is not None:
+                self._own(path, security.fs_group, False, security.fs_group_change_policy)
+            return
+        if volume.kind not in WRITTEN_KINDS:
+            raise SetupFailure(f"pkletd does not serve volumes of type {volume.kind}")
+        files = payload(pod, volume, self._node)
+        path.mkdir(mode=0o750, parents=True, exist_ok=True)
+        group = security.fs_group
+
+        def perms(_: Path) -> None:
+            if group is not None:
+                self._own(path, group, True, security.fs_group_change_policy)
+
+        atomicwriter.write(path, files, perms)
+
+    def _own(self, path: Path, gid: int, read_only: bool, policy: str) -> None:
+        if needs_ownership(path, gid, read_only, policy):
+            set_ownership(path, gid, read_only)
+
+    def mounts(
+        self, pod: Pod, container: Container, env: Sequence[tuple[str, str]]
+    ) -> tuple[MountSpec, ...]:
+        """The container's mounts (``makeMounts``); ConfigError with the kubelet's message."""
+        volumes = {v.name: v for v in pod.volumes}
+        values = {k: v for k, v in env if v}
+        found = []
+        for mount in container.volume_mounts:
+            volume = volumes[mount.name]
+            host = self.path(pod, volume)
+            sub = mount.sub_path
+            if mount.sub_path_expr:
+                missing: set[str] = set()
+                sub = expand(mount.sub_path_expr, values, missing)
+                if missing:
+                    raise ConfigError(f"missing value for {', '.join(sorted(missing))}")
+            if sub:
+                host = self._sub_path(host, sub, mount.name, container.name)
+            found.append(
+                MountSpec(
+                    container_path=mount.mount_path
+                    if mount.mount_path.startswith("/")
+                    else "/" + mount.mount_path,
+                    host_path=str(host),
+                    readonly=mount.read_only or volume.kind in WRITTEN_KINDS,
+                    propagation=PROPAGATIONS[mount.propagation],
+                )
+            )
+        return tuple(found)
+
+    def _sub_path(self, volume: Path, sub: str, mount: str, container: str) -> Path:
+        if sub.startswith("/"):
+            raise ConfigError(f"error SubPath `{sub}` must not be an absolute path")
+        if ".." in sub.split("/"):
+            raise ConfigError(f"unable to provision SubPath `{sub}`: must not contain '..'")
+        base = Path(os.path.realpath(volume))
+        target = volume / sub
+        if not target.exists() and not target.is_symlink():
+            try:
+                mode = stat.S_IMODE(volume.stat().st_mode)
+                probe = base
+                for part in Path(sub).parts:
+                    probe = probe / part
+                    if not probe.exists():
+                        probe.mkdir(mode=mode)
+                        probe.chmod(mode)
+                    if not _inside(Path(os.path.realpath(probe)), base):
+                        raise OSError("escapes the volume")
+            except OSError as exc:
+                log.error(
+                    "subPath mkdir failed mount=%s container=%s error=%s", mount, container, exc
+                )
+                raise ConfigError(
+                    f'failed to create subPath directory for volumeMount "{mount}" of container '
+                    f'"{container}"'
+                ) from exc
+        resolved = Path(os.path.realpath(target))
+        if not _inside(resolved, base):
+            raise ConfigError(
+                f'failed to prepare subPath for volumeMount "{mount}" of container "{container}"'
+            )
+        return resolved
+
+    def teardown(self, uid: str) -> None:
+        """Unmount what is mounted in the pod's dir and remove it (pod termination)."""
+        pod_dir = self.pod_dir(uid)
+        if not pod_dir.exists():
+            return
+        for point in mounts.mounts_under(pod_dir):
+            try:
+                mounts.unmount(point)
+            except OSError as exc:
+                log.warning("unmount failed path=%s error=%s; detaching", point, exc)
+                mounts.unmount(point, lazy=True)
+        left = mounts.mounts_under(pod_dir)
+        if left:
+            log.error("pod dir kept, still mounted uid=%s mounts=%s", uid, left)
+            return
+        shutil.rmtree(pod_dir)
+        log.info("pod volumes torn down uid=%s", uid)
+
+
+def _inside(path: Path, base: Path) -> bool:
+    return path == base or base in path.parents
