@@ -39,6 +39,7 @@ from pkletd.ipc.messages import (
     WorkerReady,
 )
 from pkletd.ipc.podspec import Pod
+from pkletd.supervisor import admission
 from pkletd.supervisor.children import Children, State
 from pkletd.supervisor.config import KubeletConfig
 from pkletd.supervisor.control import ControlServer, Request
@@ -109,6 +110,7 @@ class Agent:
         sources = [s for s, worker in SOURCE_WORKERS.items() if worker in worker_names]
         self._probes = ProbeResults()
         self._pods = Pods(host_ip, sources, self._probes)
+        self._node = admission.Node.of(node, config.max_pods)
         self._children = Children(
             worker_names, forkserver, config.worker_heartbeat_timeout, on_ready=self._worker_ready
         )
@@ -297,9 +299,21 @@ class Agent:
     def _on_pods_listed(self, message: PodsListed) -> None:
         change = self._pods.set_source(message.source, message.pods)
         for pod in change.sync:
-            self._sync(pod)
+            if self._pods.admitted(pod.uid) or self._admit(pod):
+                self._sync(pod)
         for pod in change.terminate:
             self._terminate(pod.uid, pod, pod.grace_period_s)
+
+    def _admit(self, pod: Pod) -> bool:
+        rejection = admission.admit(pod, self._pods.active(), self._node)
+        if rejection is None:
+            self._pods.admit(pod.uid)
+            return True
+        self._events.warning(pod.full_name, rejection.reason, rejection.message)
+        api_pod = self._pods.reject(pod.uid, rejection.reason.value, rejection.message)
+        if api_pod is not None:
+            self._bus.publish(PodStatusUpdated(api_pod))
+        return False
 
     def _on_lifecycle_event(self, event: PodLifecycleEvent) -> None:
         uid = event.pod_uid or self._pods.owner(event.object_id)

@@ -28,6 +28,16 @@ class Reason(enum.Enum):
     FAILED_PRE_STOP_HOOK = "FailedPreStopHook"
     DEADLINE_EXCEEDED = "DeadlineExceeded"
     BACK_OFF = "BackOff"
+    # admission rejections (also the rejected pod's status reason)
+    OUT_OF_PODS = "OutOfpods"
+    OUT_OF_CPU = "OutOfcpu"
+    OUT_OF_MEMORY = "OutOfmemory"
+    OUT_OF_EPHEMERAL_STORAGE = "OutOfephemeral-storage"
+    NODE_AFFINITY = "NodeAffinity"
+    NODE_NAME = "NodeName"
+    NODE_PORTS = "NodePorts"
+    POD_OS_SELECTOR_MISMATCH = "PodOSSelectorNodeLabelDoesNotMatch"
+    POD_OS_NOT_SUPPORTED = "PodOSNotSupported"
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ class PodEntry:
     waiting: Mapping[str, Waiting] = field(default_factory=dict)
     failure: Waiting | None = None  # the pod failed as a whole (e.g. DeadlineExceeded)
     removed: bool = False  # no source wants it; shown until its termination finishes
+    admitted: bool = False
     api: dict[str, Any] | None = None
 
 
@@ -117,6 +118,31 @@ class Pods:
         """Recompute a pod's status after a probe result; the API pod if it changed."""
         entry = self.entries.get(uid)
         return self._recompute(entry) if entry is not None and entry.runtime is not None else None
+
+    def admitted(self, uid: str) -> bool:
+        entry = self.entries.get(uid)
+        return entry is not None and entry.admitted
+
+    def admit(self, uid: str) -> None:
+        self.entries[uid].admitted = True
+
+    def reject(self, uid: str, reason: str, message: str) -> dict[str, Any] | None:
+        """Admission refused the pod: it is Failed and never runs; its API pod."""
+        entry = self.entries[uid]
+        entry.failure = Waiting(reason, message)
+        entry.runtime = PodRuntime(uid)
+        return self._recompute(entry)
+
+    def active(self) -> list[Pod]:
+        """Admitted pods that have not finished: what admission counts against the node."""
+        finished = ("Succeeded", "Failed")
+        return [
+            e.pod
+            for e in self.entries.values()
+            if e.admitted
+            and not e.removed
+            and (e.api or {}).get("status", {}).get("phase") not in finished
+        ]
 
     def deadline_left(self, uid: str) -> float | None:
         """Seconds until the pod's activeDeadlineSeconds run out; None without one."""

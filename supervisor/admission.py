@@ -1,0 +1,224 @@
+"""Admission: may this pod run on this node? The kubelet's canAdmitPod for static pods.
+
+Checks, in the kubelet's order, and the first failure is the reason:
+
+1. ``kubernetes.io/os`` node selector and ``spec.os.name`` against linux
+   (``PodOSSelectorNodeLabelDoesNotMatch``, ``PodOSNotSupported``);
+2. resources (the scheduler's AdmissionCheck): pod count against ``maxPods``, then
+   cpu, memory and ephemeral-storage requests against allocatable, counting the
+   admitted pods that have not finished (``OutOfpods``, ``OutOfcpu``,
+   ``OutOfmemory``, ``OutOfephemeral-storage``, with the kubelet's "Node didn't have
+   enough resource" message);
+3. node affinity and ``nodeSelector`` against the node's labels (``NodeAffinity``),
+   ``spec.nodeName`` (``NodeName``), host ports already taken (``NodePorts``).
+
+Static pods are exempt from the NoExecute taint check, and pkletd has no taints.
+A rejected pod is Failed with that reason and message, and never runs.
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Iterable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from pkletd.ipc import quantity
+from pkletd.ipc.podspec import Pod
+from pkletd.supervisor.events import Reason
+from pkletd.supervisor.nodeinfo import NodeInfo
+
+ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
+RESOURCES = ("cpu", "memory", "ephemeral-storage")
+WILDCARD = "0.0.0.0"
+PORTS_TAKEN = "node(s) didn't have free ports for the requested pod ports"
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    reason: Reason
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    max_pods: int
+    allocatable: dict[str, int]  # cpu in millicores, memory and ephemeral-storage in bytes
+
+    @classmethod
+    def of(cls, info: NodeInfo, max_pods: int) -> Node:
+        allocatable = {
+            "cpu": quantity.milli(info.cpu),
+            "memory": quantity.ceil_int(info.memory),
+            "ephemeral-storage": quantity.ceil_int(info.ephemeral_storage),
+        }
+        return cls(info.name, max_pods, allocatable)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        machine = platform.machine()
+        return {
+            "kubernetes.io/hostname": self.name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": ARCH.get(machine, machine),
+        }
+
+
+def requests(pod: Pod) -> dict[str, int]:
+    """The pod's effective requests: the larger of its app containers (with sidecars)
+    and any one init container (with the sidecars started before it)."""
+    total = dict.fromkeys(RESOURCES, 0)
+    sidecars = dict.fromkeys(RESOURCES, 0)
+    init_peak = dict.fromkeys(RESOURCES, 0)
+    spec = pod.raw.get("spec", {})
+    for raw in spec.get("initContainers") or []:
+        own = _container_requests(raw)
+        if raw.get("restartPolicy") == "Always":
+            sidecars = {k: sidecars[k] + own[k] for k in RESOURCES}
+        else:
+            init_peak = {k: max(init_peak[k], sidecars[k] + own[k]) for k in RESOURCES}
+    for raw in spec.get("containers") or []:
+        own = _container_requests(raw)
+        total = {k: total[k] + own[k] for k in RESOURCES}
+    return {k: max(total[k] + sidecars[k], init_peak[k]) for k in RESOURCES}
+
+
+def _container_requests(container: dict[str, Any]) -> dict[str, int]:
+    resources = container.get("resources") or {}
+    # A limit without a request is the request, as the API defaults it.
+    wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    out = {}
+    for name in RESOURCES:
+        value = quantity.parse(wanted.get(name, 0))
+        out[name] = quantity.milli(value) if name == "cpu" else quantity.ceil_int(value)
+    return out
+
+
+def admit(pod: Pod, active: Iterable[Pod], node: Node) -> Rejection | None:
+    others = [p for p in active if p.uid != pod.uid]
+    return (
+        _os(pod)
+        or _resources(pod, others, node)
+        or _affinity(pod, node)
+        or _node_name(pod, node)
+        or _ports(pod, others)
+    )
+
+
+def _os(pod: Pod) -> Rejection | None:
+    if pod.labels.get("kubernetes.io/os", "linux") != "linux":
+        return Rejection(
+            Reason.POD_OS_SELECTOR_MISMATCH,
+            "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label",
+        )
+    os_name = (pod.raw.get("spec", {}).get("os") or {}).get("name")
+    if os_name not in (None, "linux"):
+        return Rejection(
+            Reason.POD_OS_NOT_SUPPORTED, "Failed to admit pod as the OS field doesn't match node OS"
+        )
+    return None
+
+
+def _resources(pod: Pod, others: list[Pod], node: Node) -> Rejection | None:
+    if len(others) + 1 > node.max_pods:
+        return _insufficient("pods", 1, len(others), node.max_pods)
+    wanted = requests(pod)
+    for name in RESOURCES:
+        used = sum(requests(p)[name] for p in others)
+        capacity = node.allocatable[name]
+        if wanted[name] and used + wanted[name] > capacity:
+            return _insufficient(name, wanted[name], used, capacity)
+    return None
+
+
+def _insufficient(name: str, requested: int, used: int, capacity: int) -> Rejection:
+    return Rejection(
+        Reason(f"OutOf{name}"),
+        f"Node didn't have enough resource: {name}, requested: {requested}, "
+        f"used: {used}, capacity: {capacity}",
+    )
+
+
+def _affinity(pod: Pod, node: Node) -> Rejection | None:
+    spec = pod.raw.get("spec", {})
+    labels = node.labels
+    selector = spec.get("nodeSelector") or {}
+    ok = all(labels.get(k) == v for k, v in selector.items())
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    terms = required.get("nodeSelectorTerms") or []
+    if ok and terms:
+        ok = any(_term_matches(term, labels, node.name) for term in terms)
+    if ok:
+        return None
+    return Rejection(
+        Reason.NODE_AFFINITY,
+        "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector",
+    )
+
+
+def _term_matches(term: dict[str, Any], labels: dict[str, str], name: str) -> bool:
+    expressions = term.get("matchExpressions") or []
+    fields = term.get("matchFields") or []
+    if not expressions and not fields:
+        return False  # an empty term matches no node
+    checks = [_expression(e, labels) for e in expressions]
+    checks += [_expression(f, {"metadata.name": name}) for f in fields]
+    return all(checks)
+
+
+def _expression(expression: dict[str, Any], labels: dict[str, str]) -> bool:
+    key, operator = expression.get("key", ""), expression.get("operator", "")
+    values = [str(v) for v in expression.get("values") or []]
+    value = labels.get(key)
+    if operator == "In":
+        return value in values
+    if operator == "NotIn":
+        return value not in values
+    if operator == "Exists":
+        return value is not None
+    if operator == "DoesNotExist":
+        return value is None
+    if operator in ("Gt", "Lt") and value is not None and values:
+        try:
+            left, right = Fraction(int(value)), Fraction(int(values[0]))
+        except ValueError:
+            return False
+        return left > right if operator == "Gt" else left < right
+    return False
+
+
+def _node_name(pod: Pod, node: Node) -> Rejection | None:
+    wanted = pod.raw.get("spec", {}).get("nodeName")
+    if wanted and wanted != node.name:
+        return Rejection(
+            Reason.NODE_NAME,
+            "Predicate NodeName failed: node(s) didn't match the requested node name",
+        )
+    return None
+
+
+def _ports(pod: Pod, others: list[Pod]) -> Rejection | None:
+    taken = [port for other in others for port in _host_ports(other)]
+    if any(_clash(mine, theirs) for mine in _host_ports(pod) for theirs in taken):
+        return Rejection(Reason.NODE_PORTS, f"Predicate NodePorts failed: {PORTS_TAKEN}")
+    return None
+
+
+def _clash(a: tuple[str, str, int], b: tuple[str, str, int]) -> bool:
+    """Same protocol and port, and the same address or a wildcard on either side."""
+    same_port = a[0] == b[0] and a[2] == b[2]
+    return same_port and (a[1] == b[1] or WILDCARD in (a[1], b[1]))
+
+
+def _host_ports(pod: Pod) -> list[tuple[str, str, int]]:
+    found = []
+    for container in pod.raw.get("spec", {}).get("containers") or []:
+        for port in container.get("ports") or []:
+            if port.get("hostPort"):
+                ip = port.get("hostIP") or WILDCARD
+                found.append((port.get("protocol", "TCP"), ip, int(port["hostPort"])))
+    return found
