@@ -2,6 +2,8 @@
 
 Checks, in the kubelet's order, and the first failure is the reason:
 
+0. the sysctl allowlist, the kubelet's own admit handler that runs before the
+   predicates (``SysctlForbidden``, ``securitycontext.forbidden_sysctl``);
 1. ``kubernetes.io/os`` node selector and ``spec.os.name`` against linux
    (``PodOSSelectorNodeLabelDoesNotMatch``, ``PodOSNotSupported``);
 2. resources (the scheduler's AdmissionCheck): pod count against ``maxPods``, then
@@ -26,6 +28,7 @@ from typing import Any
 
 from pkletd.ipc import quantity
 from pkletd.ipc.podspec import Pod
+from pkletd.supervisor import securitycontext
 from pkletd.supervisor.events import Reason
 from pkletd.supervisor.nodeinfo import NodeInfo
 
@@ -99,12 +102,19 @@ def _container_requests(container: dict[str, Any]) -> dict[str, int]:
 def admit(pod: Pod, active: Iterable[Pod], node: Node) -> Rejection | None:
     others = [p for p in active if p.uid != pod.uid]
     return (
-        _os(pod)
+        _sysctls(pod)
+        or _os(pod)
         or _resources(pod, others, node)
         or _affinity(pod, node)
         or _node_name(pod, node)
         or _ports(pod, others)
     )
+
+
+def _sysctls(pod: Pod) -> Rejection | None:
+    """The kubelet's sysctl allowlist: an admit handler that runs before the predicates."""
+    message = securitycontext.forbidden_sysctl(pod)
+    return Rejection(Reason.SYSCTL_FORBIDDEN, message) if message is not None else None
 
 
 def _os(pod: Pod) -> Rejection | None:

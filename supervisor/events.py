@@ -38,6 +38,7 @@ class Reason(enum.Enum):
     NODE_PORTS = "NodePorts"
     POD_OS_SELECTOR_MISMATCH = "PodOSSelectorNodeLabelDoesNotMatch"
     POD_OS_NOT_SUPPORTED = "PodOSNotSupported"
+    SYSCTL_FORBIDDEN = "SysctlForbidden"
 
 
 @dataclass(frozen=True, slots=True)

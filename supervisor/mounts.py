@@ -1,4 +1,4 @@
-"""mount(2) and umount2(2) for memory-backed volumes, and what /proc says is mounted."""
+"""mount(2) and umount2(2) for volumes, and what /proc says is mounted."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ import os
 from pathlib import Path
 
 MNT_DETACH = 2
+MS_BIND = 4096
+MS_REC = 16384
+MS_SHARED = 1 << 20
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -51,3 +54,34 @@ def mounts_under(base: Path) -> list[Path]:
     prefix = str(base)
     points = [p for p in mounted() if p == prefix or p.startswith(prefix + "/")]
     return [Path(p) for p in sorted(points, key=lambda p: p.count("/"), reverse=True)]
+
+
+def _containing_mount(path: Path) -> list[str]:
+    """The mountinfo fields of the mount that holds ``path`` (the longest mount point)."""
+    best: list[str] = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        point = _unescape(fields[4])
+        inside = point == "/" or str(path) == point or str(path).startswith(point + "/")
+        if inside and (not best or len(point) >= len(_unescape(best[4]))):
+            best = fields
+    return best
+
+
+def is_shared(path: Path) -> bool:
+    fields = _containing_mount(path)
+    optional = fields[6 : fields.index("-")] if fields else []
+    return any(field.startswith("shared:") for field in optional)
+
+
+def make_rshared(path: Path) -> bool:
+    """The kubelet's ``MakeRShared``: bind-mount ``path`` on itself, rshared, unless it
+    already is on a shared mount. True if it had to."""
+    if is_shared(path):
+        return False
+    target = str(path).encode()
+    _check(_libc.mount(target, target, None, MS_BIND, None), f"mount --bind {path} {path}")
+    _check(
+        _libc.mount(None, target, None, MS_SHARED | MS_REC, None), f"mount --make-rshared {path}"
+    )
+    return True

@@ -129,7 +129,7 @@ class Pods:
     def reject(self, uid: str, reason: str, message: str) -> dict[str, Any] | None:
         """Admission refused the pod: it is Failed and never runs; its API pod."""
         entry = self.entries[uid]
-        entry.failure = Waiting(reason, message)
+        entry.failure = Waiting(reason, f"Pod was rejected: {message}")  # the kubelet's wording
         entry.runtime = PodRuntime(uid)
         return self._recompute(entry)
 

@@ -1,7 +1,7 @@
-"""What the kubelet does for a pod around the CRI calls: admission, volumes, run options.
+"""What the kubelet does for a pod around the CRI calls: volumes and run options.
 
-``PodSyncer`` calls, in order: ``admit`` (the sysctl allowlist), ``setup_volumes``
-before the sandbox's containers start (``WaitForAttachAndMount``),
+``PodSyncer`` calls, in order: ``blocked``, which sets up the volumes before the
+sandbox's containers start (``WaitForAttachAndMount``),
 ``container_spec`` for each container it creates (``GenerateRunContainerOptions``
 and ``generateContainerConfig``: environment, ``$(VAR)`` in command and args,
 mounts, security context, ``runAsNonRoot``), and ``teardown`` when the pod is
@@ -46,10 +46,7 @@ class PodSetup:
         return cls(NodeInfo.detect("", ("127.0.0.1",), root_dir), runtime)
 
     def blocked(self, pod: Pod) -> Blocked | None:
-        """Admission (the sysctl allowlist), then the pod's volumes (set up here)."""
-        refusal = securitycontext.forbidden_sysctl(pod, self.node)
-        if refusal is not None:
-            return Blocked(securitycontext.SYSCTL_FORBIDDEN, refusal)
+        """Set up the pod's volumes; what its containers wait with if one fails."""
         try:
             self.volumes.setup(pod)
         except VolumeError as exc:

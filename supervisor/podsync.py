@@ -152,7 +152,7 @@ class PodSyncer:
             self._killer.kill(pod, state, unwanted, pod.grace_period_s)
         if not actions.start:
             return False
-        blocked = self._setup.blocked(pod)  # admission, volumes
+        blocked = self._setup.blocked(pod)  # volumes
         if blocked is not None:
             waiting.update(
                 {c.name: Waiting(blocked.reason, blocked.message) for c in actions.start}

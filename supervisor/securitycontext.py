@@ -13,8 +13,9 @@
   ``<root-dir>/seccomp``; masked and read-only paths from ``procMount``.
 - ``sandbox_security``: ``generatePodSandboxLinuxConfig``: the pod's user, group
   and groups, privileged if any container is, seccomp ``RuntimeDefault``.
-- ``forbidden_sysctl``: the kubelet's sysctl admission against its default safe
-  set (``allowedUnsafeSysctls`` is not read by pkletd).
+- ``forbidden_sysctl``: the kubelet's sysctl admit handler against its default
+  safe set (``allowedUnsafeSysctls`` is not read by pkletd); ``admission`` runs it
+  first, and a refused pod is Failed with reason ``SysctlForbidden``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pkletd.ipc.cri import ContainerSecuritySpec, SandboxSecuritySpec, SeccompSpec
 from pkletd.ipc.podspec import Container, Pod
 from pkletd.ipc.securityspec import ContainerSecurity, PodSecurity, Seccomp
-from pkletd.supervisor.nodeinfo import NodeInfo
+from pkletd.supervisor.nodeinfo import NodeInfo, kernel_version
 
 # pkg/securitycontext/util.go: kept in sync with moby's defaults.
 DEFAULT_MASKED_PATHS = (
@@ -57,7 +58,6 @@ SAFE_SYSCTLS: dict[str, tuple[int, ...]] = {
     "net.ipv4.tcp_rmem": (4, 15),
     "net.ipv4.tcp_wmem": (4, 15),
 }
-SYSCTL_FORBIDDEN = "SysctlForbidden"
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,12 +172,17 @@ def normalize_sysctl(name: str) -> str:
     return name.translate(str.maketrans("/.", "./"))
 
 
-def forbidden_sysctl(pod: Pod, node: NodeInfo) -> str | None:
-    """The kubelet's admission message for the first sysctl it refuses, else None."""
+def forbidden_sysctl(pod: Pod, kernel: tuple[int, ...] | None = None) -> str | None:
+    """The kubelet's admission message for the first sysctl it refuses, else None.
+
+    ``kernel``: the node's kernel version (default: this one); a safe sysctl that
+    the kernel does not namespace yet is not allowlisted.
+    """
+    running = kernel if kernel is not None else kernel_version()
     for name, _ in pod_security(pod).sysctls:
         sysctl = normalize_sysctl(name)
         since = SAFE_SYSCTLS.get(sysctl)
-        if since is None or not node.kernel_at_least(*since):
+        if since is None or running < since:
             return f'forbidden sysctl: "{sysctl}" not allowlisted'
         if sysctl.startswith("net.") and pod.host_network:
             return f'forbidden sysctl: "{sysctl}" not allowed with host net enabled'

@@ -29,7 +29,7 @@ import math
 import os
 import shutil
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from pathlib import Path
 
@@ -76,15 +76,15 @@ class SetupFailure(Exception):
 
 def check_host_path(path: str, kind: str) -> None:
     """The kubelet's hostPath ``checkType``; SetupFailure with its message."""
+    if kind == "":
+        return  # no check: the runtime creates a missing directory
     target = Path(path)
     try:
         info = target.stat()
     except FileNotFoundError:
         info = None
     except OSError as exc:
-        raise SetupFailure(str(exc)) from exc
-    if kind == "":
-        return
+        raise SetupFailure(f"{exc.strerror}: {path}") from exc
     if kind == "DirectoryOrCreate" and info is None:
         _create(lambda: target.mkdir(mode=0o755, parents=True, exist_ok=True))
         return
@@ -107,8 +107,7 @@ def check_host_path(path: str, kind: str) -> None:
         raise SetupFailure(f"hostPath type check failed: {path} is not {what}")
 
 
-def _create(make: object) -> None:
-    assert callable(make)
+def _create(make: Callable[[], object]) -> None:
     try:
         make()
     except FileExistsError:
@@ -253,7 +252,7 @@ class PodVolumes:
         for volume in pod.volumes:
             try:
                 self._setup_one(pod, volume)
-            except SetupFailure as exc:
+            except (SetupFailure, OSError, atomicwriter.PayloadError) as exc:
                 raise VolumeError(
                     f'MountVolume.SetUp failed for volume "{volume.name}" : {exc}'
                 ) from exc
@@ -303,6 +302,8 @@ class PodVolumes:
                     raise ConfigError(f"missing value for {', '.join(sorted(missing))}")
             if sub:
                 host = self._sub_path(host, sub, mount.name, container.name)
+            if mount.propagation != "None":
+                self._shared_root(host)
             found.append(
                 MountSpec(
                     container_path=mount.mount_path
@@ -314,6 +315,18 @@ class PodVolumes:
                 )
             )
         return tuple(found)
+
+    def _shared_root(self, host: Path) -> None:
+        """Propagation needs a shared source mount: the kubelet makes its root dir rshared
+        at start; pkletd does it when a mount under the root dir first needs it."""
+        root = self._node.root_dir
+        if host != root and root not in host.parents:
+            return  # another host path: shared or not, the runtime says so
+        try:
+            if mounts.make_rshared(root):
+                log.info("root dir made rshared path=%s", root)
+        except OSError as exc:
+            raise ConfigError(f"error configuring root directory: {exc}") from exc
 
     def _sub_path(self, volume: Path, sub: str, mount: str, container: str) -> Path:
         if sub.startswith("/"):
@@ -349,21 +362,29 @@ class PodVolumes:
         return resolved
 
     def teardown(self, uid: str) -> None:
-        """Unmount what is mounted in the pod's dir and remove it (pod termination)."""
+        """Unmount what is mounted in the pod's dir and remove it (pod termination).
+
+        A failure is logged, not raised: the pod is gone from the runtime either way,
+        and a directory still mounted is kept rather than emptied.
+        """
         pod_dir = self.pod_dir(uid)
         if not pod_dir.exists():
             return
-        for point in mounts.mounts_under(pod_dir):
-            try:
-                mounts.unmount(point)
-            except OSError as exc:
-                log.warning("unmount failed path=%s error=%s; detaching", point, exc)
-                mounts.unmount(point, lazy=True)
-        left = mounts.mounts_under(pod_dir)
-        if left:
-            log.error("pod dir kept, still mounted uid=%s mounts=%s", uid, left)
+        try:
+            for point in mounts.mounts_under(pod_dir):
+                try:
+                    mounts.unmount(point)
+                except OSError as exc:
+                    log.warning("unmount failed path=%s error=%s; detaching", point, exc)
+                    mounts.unmount(point, lazy=True)
+            left = mounts.mounts_under(pod_dir)
+            if left:
+                log.error("pod dir kept, still mounted uid=%s mounts=%s", uid, left)
+                return
+            shutil.rmtree(pod_dir)
+        except OSError as exc:
+            log.error("pod volumes not torn down uid=%s error=%s", uid, exc)
             return
-        shutil.rmtree(pod_dir)
         log.info("pod volumes torn down uid=%s", uid)
 
 

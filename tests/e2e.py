@@ -107,6 +107,7 @@ class Pkletd:
         self.healthz_port = free_port()
         self.read_only_port = free_port()
         self.heartbeat_timeout = heartbeat_timeout
+        self.extra_args: list[str] = []  # more flags for `pkletd start`
         self.config = self.base / "kubelet-config.yaml"
         self.proc: subprocess.Popen[bytes] | None = None
         self.session = -1
@@ -142,6 +143,7 @@ class Pkletd:
             NODE,
             "--worker-heartbeat-timeout",
             self.heartbeat_timeout,
+            *self.extra_args,
         ]
 
     def start(self, wait: bool = True) -> Pkletd:
@@ -236,6 +238,9 @@ class Pkletd:
         self.stop()
         wait_for("no pkletd process left", lambda: not self.processes(), timeout=15)
         if os.environ.get("PKLETD_KEEP_TMP") != "1":
+            from tests.harness.containerd import unmount_all
+
+            unmount_all(self.base)  # memory-backed volumes of pods left running (stop keeps them)
             shutil.rmtree(self.base, ignore_errors=True)
 
 

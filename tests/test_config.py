@@ -61,6 +61,13 @@ def test_defaults_without_a_file() -> None:
         port=10250,
         max_pods=110,
         pod_pids_limit=-1,
+        static_pod_url="",
+        static_pod_url_header=(),
+        http_check_frequency=20.0,
+        container_log_max_size=10 * 1024 * 1024,
+        container_log_max_files=5,
+        container_log_max_workers=1,
+        container_log_monitor_interval=10.0,
         root_dir="/var/lib/kubelet",
         run_dir="/run/pkletd",
         log_dir="/var/log/pkletd",
@@ -68,6 +75,7 @@ def test_defaults_without_a_file() -> None:
         pleg_relist_period=1.0,
         worker_heartbeat_timeout=10.0,
         pod_sync_parallelism=10,
+        pod_logs_cleanup_delay=60.0,
     )
 
 
@@ -432,3 +440,142 @@ def test_parse_duration_rejects_malformed(text: str) -> None:
 def test_parse_duration_rejects_negative(text: str) -> None:
     with pytest.raises(ValueError, match="negative duration"):
         parse_duration(text)
+
+
+# --- the HTTP pod source and container log rotation ------------------------------------------
+
+
+def test_http_source_and_log_rotation_fields(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+staticPodURL: https://config.example/pods?node=a
+staticPodURLHeader:
+  Authorization: [Bearer abc]
+  X-Multi: [one, two]
+httpCheckFrequency: 5s
+containerLogMaxSize: 1.5Mi
+containerLogMaxFiles: 3
+containerLogMaxWorkers: 4
+containerLogMonitorInterval: 3s
+""",
+    )
+    result = load("--config", path)
+    assert result.warnings == ()  # implemented now: no "not implemented" warning
+    cfg = result.config
+    assert cfg.static_pod_url == "https://config.example/pods?node=a"
+    assert cfg.static_pod_url_header == (
+        ("Authorization", "Bearer abc"),
+        ("X-Multi", "one"),
+        ("X-Multi", "two"),
+    )
+    assert cfg.http_check_frequency == 5.0
+    assert cfg.container_log_max_size == 1536 * 1024
+    assert (cfg.container_log_max_files, cfg.container_log_max_workers) == (3, 4)
+    assert cfg.container_log_monitor_interval == 3.0
+
+
+def test_http_source_and_log_rotation_flags(tmp_path: Path) -> None:
+    path = write(tmp_path, "staticPodURLHeader: {From-File: [x]}\ncontainerLogMaxFiles: 9\n")
+    cfg = load(
+        "--config",
+        path,
+        "--manifest-url=http://127.0.0.1:8080/pods",
+        "--manifest-url-header",
+        "a:hello,b:again, c : world",
+        "--manifest-url-header=b:beautiful",
+        "--http-check-frequency=1s",
+        "--container-log-max-size=512Ki",
+        "--container-log-max-files=2",
+        "--pod-logs-cleanup-delay=2s",
+    ).config
+    assert cfg.static_pod_url == "http://127.0.0.1:8080/pods"
+    # The kubelet's ColonSeparatedMultimapStringString: the flags replace the file's map.
+    assert cfg.static_pod_url_header == (
+        ("a", "hello"),
+        ("b", "again"),
+        ("b", "beautiful"),
+        ("c", "world"),
+    )
+    assert cfg.http_check_frequency == 1.0
+    assert (cfg.container_log_max_size, cfg.container_log_max_files) == (512 * 1024, 2)
+    assert cfg.pod_logs_cleanup_delay == 2.0
+
+
+def test_log_rotation_fields_have_no_flags_where_the_kubelet_has_none() -> None:
+    flags = {f.flag for f in config._FIELDS}
+    assert {"--container-log-max-size", "--container-log-max-files"} <= flags
+    names = {f.yaml: f.flag for f in config._FIELDS}
+    assert names["containerLogMaxWorkers"] is None
+    assert names["containerLogMonitorInterval"] is None
+
+
+@pytest.mark.parametrize(
+    ("body", "size"),
+    [
+        ('containerLogMaxSize: "0"\n', 0),  # not the default: every non-empty log rotates
+        ("containerLogMaxSize: -1\n", -1),  # negative: rotation off
+        ('containerLogMaxSize: ""\n', 10 * 1024 * 1024),
+        ("containerLogMaxSize: 10M\n", 10_000_000),
+        ("containerLogMaxSize: 1e3\n", 1000),
+        ("containerLogMaxSize: 2048\n", 2048),
+    ],
+)
+def test_container_log_max_size_is_a_quantity(tmp_path: Path, body: str, size: int) -> None:
+    assert load("--config", write(tmp_path, body)).config.container_log_max_size == size
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("staticPodURL: ftp://x/pods\n", 'must be an http:// or https:// URL, got "ftp://x/pods"'),
+        ("staticPodURL: /pods\n", 'must be an http:// or https:// URL, got "/pods"'),
+        (
+            "staticPodURLHeader: [a]\n",
+            'must be a mapping of header names to lists of values, got ["a"]',
+        ),
+        (
+            "staticPodURLHeader: {a: b}\n",
+            'must be a mapping of header names to lists of values, got {"a": "b"}',
+        ),
+        (
+            'staticPodURLHeader: {"bad name": [x]}\n',
+            'header name "bad name" is not a valid HTTP header name',
+        ),
+        ("httpCheckFrequency: 20\n", 'must be a duration string such as "20s", got 20'),
+        ("containerLogMaxSize: 10Q\n", 'invalid quantity "10Q"'),
+        ('containerLogMaxSize: "1.5"\n', 'must be a whole number of bytes, got "1.5"'),
+        ("containerLogMaxSize: 1.5\n", 'must be a quantity such as "10Mi", got 1.5'),
+        ("containerLogMaxSize: [1]\n", 'must be a quantity such as "10Mi", got [1]'),
+        ("containerLogMaxFiles: 1\n", "must be an integer in 2..2147483647, got 1"),
+        ("containerLogMaxFiles: 0\n", "must be an integer in 2..2147483647, got 0"),
+        ("containerLogMaxWorkers: 0\n", "must be an integer in 1..2147483647, got 0"),
+        ("containerLogMonitorInterval: 1s\n", 'must be at least 3s, got "1s"'),
+    ],
+)
+def test_bad_http_source_and_log_rotation_values(tmp_path: Path, body: str, message: str) -> None:
+    path, error = file_error(tmp_path, body)
+    field = body.split(":")[0]
+    assert error.startswith(f'{path}: field "{field}": ')
+    assert message in error
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("--manifest-url-header=nocolon",), '--manifest-url-header: malformed pair "nocolon"'),
+        (("--manifest-url-header=:x",), 'header name "" is not a valid HTTP header name'),
+        (("--manifest-url=localhost:8080",), "--manifest-url: must be an http:// or https:// URL"),
+        (("--container-log-max-files=1",), "--container-log-max-files: must be an integer in 2.."),
+        (("--container-log-max-size=lots",), '--container-log-max-size: invalid quantity "lots"'),
+    ],
+)
+def test_bad_http_source_and_log_rotation_flags(argv: tuple[str, ...], message: str) -> None:
+    assert message in load_error(*argv)
+
+
+def test_header_values_cannot_smuggle_lines(tmp_path: Path) -> None:
+    path, error = file_error(tmp_path, 'staticPodURLHeader: {A: ["x\\r\\nB: y"]}\n')
+    assert error == (
+        f'{path}: field "staticPodURLHeader": header A: a value must not contain line breaks'
+    )

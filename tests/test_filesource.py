@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pkletd.workers.filesource import ManifestError, apply_identity, manifest_paths, read_manifest
+from pkletd.workers.filesource import manifest_paths, read_manifest
+from pkletd.workers.manifests import ManifestError, apply_identity, file_origin
 
 NODE = "node-a"
 YAML = """\
@@ -74,7 +75,8 @@ def test_uid_is_stable_for_the_same_pod_file_and_node(tmp_path: Path) -> None:
 
 def test_apply_identity_leaves_its_input_alone() -> None:
     original = pod()
-    apply_identity(original, Path("/etc/kubernetes/manifests/web.yaml"), NODE)
+    path = Path("/etc/kubernetes/manifests/web.yaml")
+    apply_identity(original, "file", file_origin(path, NODE), NODE)
     assert original == pod()
 
 

@@ -48,7 +48,7 @@ def test_valid_pod() -> None:
     (c,) = pod.containers
     assert (c.name, c.image, c.image_pull_policy) == ("app", "nginx:1.25", "IfNotPresent")
     assert (c.command, c.args) == (("nginx",), ("-g", "daemon off;"))
-    assert c.env == (("MODE", "prod"),)
+    assert [(e.name, e.value) for e in c.env] == [("MODE", "prod")]
     assert c.ports == (Port(80, 8080, "TCP"),)
 
 

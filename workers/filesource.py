@@ -7,19 +7,17 @@ Reads every manifest (YAML or JSON, one Pod per file; names starting with "." ar
 ignored, as the kubelet does) when inotify reports a change in the directory, and
 every ``fileCheckFrequency`` anyway. Each read sends the whole set
 (``PodsListed``), which the parent diffs against what it has: a restarted source
-loses nothing. Each pod is given its kubelet-style identity: name
-``<name>-<nodeName>``, namespace ``default`` if absent, ``spec.nodeName``, and, if
-the manifest has no UID, one derived from the pod, the node and the file path.
-A bad file is reported once per version with its path and reason
+loses nothing. Each pod is given its kubelet-style identity (``manifests.py``,
+shared with the HTTP source): name ``<name>-<nodeName>``, namespace ``default`` if
+absent, ``spec.nodeName``, and, if the manifest has no UID, one derived from the
+pod, the node and the file path. A bad file, or a second file with a pod name
+already taken, is reported once per version with its path and reason
 (``ManifestRejected``), and the other pods go on.
 """
 
 from __future__ import annotations
 
-import copy
 import ctypes
-import hashlib
-import json
 import logging
 import os
 import struct
@@ -28,11 +26,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pkletd.ipc.bus import WorkerBus
 from pkletd.ipc.messages import ManifestRejected, Message, PodsListed, Snapshot
-from pkletd.ipc.podspec import InvalidPod, parse_pod
 from pkletd.workers.lifecycle import WorkerSettings, serve
+from pkletd.workers.manifests import (
+    ManifestError,
+    file_origin,
+    first_of_each_name,
+    load_documents,
+    static_pod,
+)
 
 log = logging.getLogger(__name__)
 
@@ -55,50 +58,16 @@ _WATCH_MASK = (
 )
 
 
-class ManifestError(ValueError):
-    """A manifest file that cannot be turned into a pod."""
-
-
 def read_manifest(path: Path, node_name: str) -> dict[str, Any]:
     """One static pod from ``path``, with its kubelet-style identity applied."""
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise ManifestError(f"cannot read: {exc}") from exc
-    try:
-        documents = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        raise ManifestError(f"not valid YAML or JSON: {exc}".replace("\n", " ")) from exc
+    documents = load_documents(text)
     if len(documents) != 1:
         raise ManifestError(f"want exactly one Pod per file, found {len(documents)} documents")
-    pod = documents[0]
-    try:
-        parse_pod(pod)
-        pod = apply_identity(pod, path, node_name)
-        parse_pod(pod)
-    except InvalidPod as exc:
-        raise ManifestError(str(exc)) from exc
-    return pod
-
-
-def apply_identity(pod: dict[str, Any], path: Path, node_name: str) -> dict[str, Any]:
-    pod = copy.deepcopy(pod)
-    meta = pod.setdefault("metadata", {})
-    if not meta.get("uid"):
-        digest = hashlib.md5(usedforsecurity=False)
-        digest.update(json.dumps(pod, sort_keys=True).encode())
-        digest.update(f"host:{node_name}".encode())
-        digest.update(f"file:{path}".encode())
-        meta["uid"] = digest.hexdigest()
-    meta["name"] = f"{meta['name']}-{node_name}"
-    meta.setdefault("namespace", "default")
-    annotations = meta.setdefault("annotations", {})
-    annotations["kubernetes.io/config.source"] = SOURCE
-    annotations["kubernetes.io/config.hash"] = meta["uid"]
-    pod.setdefault("spec", {})["nodeName"] = node_name
-    pod.setdefault("apiVersion", "v1")
-    pod.setdefault("kind", "Pod")
-    return pod
+    return static_pod(documents[0], SOURCE, file_origin(path, node_name), node_name)
 
 
 def manifest_paths(root: Path) -> list[Path]:
@@ -186,13 +155,19 @@ class FileSource:
         self._inotify.close()
 
     def _read_all(self) -> None:
-        pods = []
+        found = []
         for path in manifest_paths(self._root):
             try:
-                pods.append(read_manifest(path, self._node))
-                self._reported.pop(path, None)
+                found.append((str(path), read_manifest(path, self._node)))
             except ManifestError as exc:
                 self._reject(path, str(exc))
+        pods, dropped = first_of_each_name(found)
+        for where, reason in dropped:
+            self._reject(Path(where), reason)
+        duplicates = {where for where, _ in dropped}
+        for where, _ in found:
+            if where not in duplicates:
+                self._reported.pop(Path(where), None)
         if pods != self._sent:
             self._bus.send(PodsListed(SOURCE, pods))
             self._sent = pods

@@ -1,0 +1,168 @@
+"""Container log rotation and pod log dir cleanup, on files in a temp dir (no containerd)."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import stat
+import time
+from pathlib import Path
+
+import pytest
+from pkletd.ipc.cri import CriError
+from pkletd.workers.logrotator import (
+    LogDirJanitor,
+    RotatePolicy,
+    pod_uid_of,
+    rotate,
+    rotate_if_full,
+    split_unused,
+)
+
+T0 = time.mktime((2024, 3, 5, 14, 7, 9, 0, 0, -1))  # local time, as the kubelet names files
+
+
+class FakeRuntime:
+    """ReopenContainerLog as containerd does it: a fresh file at the log path."""
+
+    def __init__(self, path: Path, fail: bool = False) -> None:
+        self.path = path
+        self.fail = fail
+        self.reopened: list[str] = []
+
+    def reopen_container_log(self, container_id: str) -> None:
+        if self.fail:
+            raise CriError("ReopenContainerLog", container_id, "UNKNOWN", "container not running")
+        self.reopened.append(container_id)
+        self.path.touch()
+
+
+def write_log(path: Path, text: str) -> None:
+    with path.open("a") as f:
+        f.write(text)
+
+
+def files(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Path:
+    path = tmp_path / "0.log"
+    write_log(path, "2024-03-05T14:07:00.000000000Z stdout F first\n")
+    return path
+
+
+def test_split_unused_follows_the_kubelet() -> None:
+    logs = ["l.1.gz", "l.2", "l.2.gz", "l.3", "l.3.gz.tmp", "l.4.tmp"]
+    assert split_unused(logs) == (["l.1.gz", "l.2.gz", "l.3"], ["l.2", "l.3.gz.tmp", "l.4.tmp"])
+
+
+def test_rotate_renames_the_live_log_and_reopens_it(log: Path) -> None:
+    runtime = FakeRuntime(log)
+    rotated = rotate(runtime, "cid", str(log), RotatePolicy(1, 5), clock=lambda: T0)
+    assert rotated == f"{log}.20240305-140709"
+    assert runtime.reopened == ["cid"]
+    assert files(log.parent) == ["0.log", "0.log.20240305-140709"]
+    assert log.read_text() == ""  # the runtime writes to a fresh file
+    assert "first" in Path(rotated).read_text()  # the latest rotated file stays as it is
+
+
+def test_older_rotated_files_are_compressed_and_the_excess_removed(log: Path) -> None:
+    runtime = FakeRuntime(log)
+    policy = RotatePolicy(max_size=1, max_files=3)
+    for i in range(4):
+        write_log(log, f"line {i}\n")
+        rotate(runtime, "cid", str(log), policy, clock=lambda i=i: T0 + 60 * i)
+        assert len(os.listdir(log.parent)) <= policy.max_files
+    # Live file, the newest rotated file as it was, MaxFiles-2 older ones compressed.
+    assert files(log.parent) == ["0.log", "0.log.20240305-140909.gz", "0.log.20240305-141009"]
+    with gzip.open(log.parent / "0.log.20240305-140909.gz", "rt") as packed:
+        assert packed.read() == "line 2\n"
+    assert (log.parent / "0.log.20240305-141009").read_text() == "line 3\n"
+
+
+def test_max_files_two_keeps_only_the_latest_rotated_file(log: Path) -> None:
+    runtime = FakeRuntime(log)
+    for i in range(3):
+        rotate(runtime, "cid", str(log), RotatePolicy(1, 2), clock=lambda i=i: T0 + i)
+    assert files(log.parent) == ["0.log", "0.log.20240305-140711"]
+
+
+def test_leftovers_of_an_interrupted_rotation_are_cleaned_up(log: Path) -> None:
+    d = log.parent
+    (d / "0.log.20240101-000000").write_text("old")
+    (d / "0.log.20240101-000000.gz").write_bytes(gzip.compress(b"old"))  # compressed, not removed
+    (d / "0.log.20240102-000000.gz.tmp").write_text("half")  # a compression cut short
+    (d / "1.log.20240101-000000").write_text("another container's")
+    rotate(FakeRuntime(log), "cid", str(log), RotatePolicy(1, 5), clock=lambda: T0)
+    assert files(d) == [
+        "0.log",
+        "0.log.20240101-000000.gz",
+        "0.log.20240305-140709",
+        "1.log.20240101-000000",
+    ]
+
+
+def test_compression_keeps_the_file_mode(log: Path) -> None:
+    runtime = FakeRuntime(log)
+    rotate(runtime, "cid", str(log), RotatePolicy(1, 5), clock=lambda: T0)
+    os.chmod(f"{log}.20240305-140709", 0o600)
+    rotate(runtime, "cid", str(log), RotatePolicy(1, 5), clock=lambda: T0 + 1)
+    mode = stat.S_IMODE(os.stat(f"{log}.20240305-140709.gz").st_mode)
+    assert mode == 0o600
+
+
+def test_a_failed_reopen_puts_the_log_back(log: Path) -> None:
+    runtime = FakeRuntime(log, fail=True)
+    with pytest.raises(CriError):
+        rotate(runtime, "cid", str(log), RotatePolicy(1, 5), clock=lambda: T0)
+    assert files(log.parent) == ["0.log"]
+    assert "first" in log.read_text()
+
+
+def test_rotate_if_full_only_at_the_size_limit(log: Path) -> None:
+    runtime = FakeRuntime(log)
+    size = log.stat().st_size
+    assert rotate_if_full(runtime, "cid", str(log), RotatePolicy(size + 1, 5)) == ""
+    assert runtime.reopened == []
+    assert rotate_if_full(runtime, "cid", str(log), RotatePolicy(size, 5)) != ""
+    assert runtime.reopened == ["cid"]
+
+
+def test_a_missing_live_log_is_reopened(log: Path) -> None:
+    runtime = FakeRuntime(log)
+    log.unlink()
+    assert rotate_if_full(runtime, "cid", str(log), RotatePolicy(10, 5)) == ""
+    assert runtime.reopened == ["cid"]
+    assert log.exists()
+
+
+# --- pod log dirs -------------------------------------------------------------------------
+
+
+def test_pod_uid_of_a_log_dir_name() -> None:
+    assert pod_uid_of("default_web-node-a_0123abcd") == "0123abcd"
+    assert pod_uid_of("kube-system_x_6c1b2f0e-1d2c-4e5f-8a9b-0c1d2e3f4a5b") == (
+        "6c1b2f0e-1d2c-4e5f-8a9b-0c1d2e3f4a5b"
+    )
+    for name in ("lost+found", "a_b", "a__c", "a_b_c_d", "_b_c"):
+        assert pod_uid_of(name) == ""
+
+
+def test_janitor_removes_dirs_of_pods_gone_for_the_delay(tmp_path: Path) -> None:
+    for name in ("default_live_u1", "default_gone_u2", "default_back_u3", "not-a-pod-dir"):
+        (tmp_path / name / "c").mkdir(parents=True)
+    (tmp_path / "default_file_u4").write_text("a file, not a dir")
+    janitor = LogDirJanitor(tmp_path, delay=60.0)
+    assert janitor.sweep({"u1"}, now=0.0) == []  # u2, u3 gone: the clock starts
+    assert janitor.sweep({"u1", "u3"}, now=30.0) == []  # u3 has a pod again
+    assert janitor.sweep({"u1"}, now=59.0) == []
+    assert janitor.sweep({"u1"}, now=60.0) == [tmp_path / "default_gone_u2"]
+    assert janitor.sweep({"u1"}, now=89.0) == []  # u3's clock restarted at 30
+    assert janitor.sweep({"u1"}, now=120.0) == [tmp_path / "default_back_u3"]
+    assert files(tmp_path) == ["default_file_u4", "default_live_u1", "not-a-pod-dir"]
+
+
+def test_janitor_without_a_logs_dir(tmp_path: Path) -> None:
+    assert LogDirJanitor(tmp_path / "missing", 1.0).sweep(set(), 10.0) == []
