@@ -19,11 +19,17 @@ Figures
    * floor: the same pods started by bare CRI calls, RunPodSandbox ->
      CreateContainer -> StartContainer, on one gRPC channel from a
      ThreadPoolExecutor of the parallelism of pkletd's pod-sync pool (10). The
-     requests are built before t0 by pkletd's own builders
-     (``runtimespec.sandbox_spec``/``container_spec`` and ``ipc.cri``), so the
-     sandbox and container configs are those pkletd sends (hostNetwork, labels,
-     annotations, log directory, log path); only the pod UIDs differ. Per-pod
-     latency: t0 -> that pod's StartContainer returned; total: all returned.
+     requests are pkletd's own: before the measured runs, pkletd starts one
+     pod and the bench reads back from containerd (verbose PodSandboxStatus
+     and ContainerStatus) the sandbox and container configs it sent, then
+     gives each floor pod those configs with its own name, UID and log
+     directory (made by the pod's thread, as pkletd does). So the floor pays
+     whatever pkletd asks of the runtime (hostNetwork, the kubelet's forced
+     RuntimeDefault seccomp for the sandbox, masked paths, ...) and the ratio
+     is pkletd's own overhead. ``--floor-shape minimal`` uses hand-built
+     minimal requests instead (no security context). Per-pod latency: t0 ->
+     that pod's StartContainer returned; total: all returned; all requests
+     are built before t0.
    * pkletd: ``pkletd start --pod-sync-parallelism 10``; once every worker is
      running, at t0 the manifests are written (tmp + rename, as fast as
      possible) and the control socket's status is polled every ``--poll-ms``
@@ -32,7 +38,7 @@ Figures
 
    Variance: the first pods a fresh containerd starts are much slower (first
    run 20-50% slower than the next ones), and then runs vary by 10-20% on this
-   2-core machine (other sessions may be using it too). So the bench first
+   2-core machine (more when other sessions use it too). So the bench first
    starts and removes a few pods by bare CRI calls (warm-up, not measured),
    then runs ``--rounds`` (2) rounds in ABBA order (pkletd, floor | floor,
    pkletd: balanced against drift; the last run is pkletd's, whose pods the
@@ -40,22 +46,30 @@ Figures
    fairest like-for-like comparison; every run is printed and kept in the
    JSON. Each run starts from an empty runtime (all pods removed in between).
    Each run also reports the CPU seconds spent meanwhile by pkletd's
-   processes, containerd's daemon (not its shims or runc) and the bench, and
-   how busy the whole machine was: start-up is CPU-bound here, so CPU pkletd
-   burns slows the runtime's own calls.
+   processes, containerd's daemon, its shims with all under them (runc, the
+   pods), the bench, and everything else ("others": other sessions on the
+   machine, kernel threads), and how busy the machine was and how much the
+   hypervisor stole. Start-up is CPU-bound here: whatever else burns CPU,
+   pkletd itself or another session's tests, slows the runtime's own calls.
+   A run with many CPU seconds of "others" is not a fair one: on a busy
+   machine, use more ``--rounds``.
 
    After each pkletd run the bench checks that the runtime holds exactly one
    sandbox (attempt 0) and one running container per pod, and that the
    supervisor log reports exactly as many sandboxes started: no duplicates.
    The supervisor log of the best run gives a timeline (manifest pickup,
-   first sandbox, last container) and pkletd's RunPodSandbox median, printed
-   beside the floor's CRI call medians.
+   first sandbox, containers started, last container) and pkletd's
+   RunPodSandbox median, printed beside the floor's CRI call medians.
 
 2. Worker restart, with the pods still running (the last pkletd run's).
    ``http``: SIGKILL, then time until ``GET 127.0.0.1:<healthzPort>/healthz``
    answers ``ok`` (polled every 1 ms, once the killed pid is gone, so the dying
    process cannot answer). ``pleg``: SIGKILL, then time until status shows it
-   running with a new pid (polled every 1 ms). ``--kills`` (10) each, median.
+   running with a new pid, polled every 5 ms: a status request with 100 pods
+   costs the supervisor's single loop thread about 1 ms, so polling every 1 ms
+   slowed down the very restart being timed (medians ~90 ms against ~60 ms).
+   ``--kills`` (10) each, median. Also printed: the fork -> ready times pkletd
+   logs itself (``ready_after_ms``).
    pkletd restarts a worker at once only if it ran for ``children.STABLE_S``
    (10 s); a worker killed sooner is a "quick death" and waits an exponential
    backoff (0.1 s, 0.2 s, ... by design, against crash loops). So each kill is
@@ -91,6 +105,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import http.client
 import json
 import math
@@ -116,17 +131,15 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from cri_api.v1 import api_pb2  # noqa: E402
-from pkletd.ipc import cri as pkletd_cri  # noqa: E402
-from pkletd.ipc.podspec import Pod, parse_pod  # noqa: E402
-from pkletd.supervisor import runtimespec  # noqa: E402
+from google.protobuf import json_format  # noqa: E402
 from pkletd.supervisor.children import STABLE_S  # noqa: E402
-from pkletd.workers.filesource import apply_identity  # noqa: E402
 
 from tests.e2e import NODE, Pkletd, dump_logs, pod_manifest, wait_for  # noqa: E402
 from tests.harness.containerd import (  # noqa: E402
     PrivateContainerd,
     cri_channel,
     ensure_installed,
+    find_shims,
     list_containers,
     list_pod_sandboxes,
     pid_alive,
@@ -142,6 +155,9 @@ CRI_TIMEOUT = 120.0
 STATUS_POLL_MS = 10.0
 WARMUP_PODS = 20
 RESTART_POLL_S = 0.001
+# Each status request costs the supervisor's one loop thread ~1 ms with 100 pods:
+# polled every 1 ms it would slow down the very restart it times.
+RESTART_STATUS_POLL_S = 0.005
 START_DEADLINE_S = 300.0
 
 TARGET_STARTUP_RATIO = 1.3
@@ -179,39 +195,98 @@ def verdict(ok: bool) -> str:
     return "ok" if ok else "MISSED"
 
 
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU time of these processes (all their threads) so far."""
-    ticks = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        ticks += int(fields[11]) + int(fields[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
+def _ticks(pid: int) -> int:
+    """CPU ticks of ``pid`` (all its threads) and of its children it has reaped."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
 
 
-def machine_ticks() -> tuple[int, int]:
-    """(busy, total) CPU ticks of the whole machine, all CPUs."""
+def machine_ticks() -> tuple[int, int, int]:
+    """(busy, steal, total) CPU ticks of the whole machine; busy is neither idle nor steal."""
     values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-    idle = values[3] + values[4]  # idle + iowait
-    return sum(values) - idle, sum(values)
+    steal = values[7]
+    return sum(values) - values[3] - values[4] - steal, steal, sum(values)
+
+
+def process_table() -> dict[int, tuple[int, str]]:
+    """Every process: pid -> (parent pid, title)."""
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+                raw = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            title = raw.split(b"\0")[0].decode(errors="replace")
+            table[int(entry.name)] = (int(stat.rsplit(")", 1)[1].split()[1]), title)
+    return table
+
+
+def descendants(roots: list[int], table: dict[int, tuple[int, str]] | None = None) -> list[int]:
+    """``roots`` and every process under them."""
+    table = process_table() if table is None else table
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found, stack = [], list(roots)
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        stack.extend(children.get(pid, []))
+    return found
 
 
 class CpuMeter:
-    """CPU seconds spent by some processes, this bench, and the machine, over a window."""
+    """CPU seconds over a window: named processes, the runtime, this bench, everyone else.
 
-    def __init__(self, pids: dict[str, list[int]]) -> None:
-        self._pids = pids
-        self._start = {name: cpu_seconds(p) for name, p in pids.items()}
-        self._bench = time.process_time()
-        self._machine = machine_ticks()
+    ``runtime`` is our containerd's shims with all under them (runc, the pods'
+    processes); short-lived runc processes count through the shim's reaped-child
+    time. What the machine was busy with beyond all that is ``others``: other
+    sessions on the machine, and kernel threads.
+    """
+
+    def __init__(self, daemon: PrivateContainerd, named: dict[str, list[int]]) -> None:
+        self._named = {**named, "containerd": [daemon.pid() or 0]}
+        self._socket = daemon.socket_path
+        self._start = {name: self._sum(pids) for name, pids in self._named.items()}
+        self._runtime_start = self._runtime()
+        self._bench_start = self._bench()
+        self._machine_start = machine_ticks()
+
+    @staticmethod
+    def _sum(pids: list[int]) -> int:
+        return sum(_ticks(pid) for pid in pids)
+
+    @staticmethod
+    def _bench() -> float:
+        times = os.times()
+        return times.user + times.system + times.children_user + times.children_system
+
+    def _runtime(self) -> dict[int, int]:
+        shims = [shim.pid for shim in find_shims(self._socket)]
+        return {pid: _ticks(pid) for pid in descendants(shims)}
 
     def read(self) -> dict[str, float]:
-        found = {f"cpu_{n}_s": cpu_seconds(p) - self._start[n] for n, p in self._pids.items()}
-        found["cpu_bench_s"] = time.process_time() - self._bench
-        busy, total = machine_ticks()
-        found["machine_busy"] = (busy - self._machine[0]) / max(1, total - self._machine[1])
+        hz = os.sysconf("SC_CLK_TCK")
+        found = {
+            f"cpu_{name}_s": (self._sum(pids) - self._start[name]) / hz
+            for name, pids in self._named.items()
+        }
+        runtime = self._runtime()
+        found["cpu_shims_s"] = (
+            sum(t - self._runtime_start.get(pid, 0) for pid, t in runtime.items()) / hz
+        )
+        found["cpu_bench_s"] = self._bench() - self._bench_start
+        busy, steal, total = (
+            b - a for a, b in zip(self._machine_start, machine_ticks(), strict=True)
+        )
+        found["cpu_others_s"] = max(0.0, busy / hz - sum(found.values()))
+        found["machine_busy"] = busy / max(1, total)
+        found["machine_steal"] = steal / max(1, total)
         return found
 
 
@@ -239,9 +314,10 @@ class StartRun:
             if k.startswith("cpu_")
         )
         busy = self.extra.get("machine_busy", math.nan)
+        steal = self.extra.get("machine_steal", math.nan)
         return (
             f"total {self.total:.2f} s, p50 {self.p50:.2f} s, p99 {self.p99:.2f} s "
-            f"(CPU seconds: {cpu}; machine {busy:.0%} busy)"
+            f"(CPU s: {cpu}; machine {busy:.0%} busy, {steal:.0%} stolen)"
         )
 
 
@@ -252,29 +328,159 @@ def pod_names(count: int) -> list[str]:
     return [f"b{i:03d}" for i in range(count)]
 
 
-def static_pod(name: str, manifest_dir: Path) -> Pod:
-    """The pod pkletd's file source makes of ``<manifest_dir>/<name>.yaml``."""
-    raw = apply_identity(pod_manifest(name), manifest_dir / f"{name}.yaml", NODE)
-    return parse_pod(raw)
+def minimal_configs(name: str, logs_root: Path) -> tuple[Path, Any, Any]:
+    """The log dir, sandbox config and container config of pod ``name``, built by hand.
+
+    A minimal kubelet-like shape for ``pod_manifest(name)`` as a static pod: the
+    kubelet's labels and annotations, hostNetwork (NODE network, CONTAINER pid,
+    POD ipc namespaces), a log directory, the same image and command, log path
+    ``c0/0.log``; no security context (no seccomp, masked paths, user).
+    """
+    manifest = pod_manifest(name)
+    pod_name, namespace = f"{name}-{NODE}", "default"
+    uid = hashlib.md5(f"bench-floor/{pod_name}".encode(), usedforsecurity=False).hexdigest()
+    spec = manifest["spec"]
+    container = spec["containers"][0]
+    identity = {
+        "io.kubernetes.pod.name": pod_name,
+        "io.kubernetes.pod.namespace": namespace,
+        "io.kubernetes.pod.uid": uid,
+    }
+    log_dir = logs_root / f"{namespace}_{pod_name}_{uid}"
+    sandbox = api_pb2.PodSandboxConfig(
+        metadata=api_pb2.PodSandboxMetadata(name=pod_name, namespace=namespace, uid=uid),
+        hostname="",
+        log_directory=str(log_dir),
+        labels={**manifest["metadata"]["labels"], **identity},
+        annotations={"kubernetes.io/config.source": "file", "kubernetes.io/config.hash": uid},
+        linux=api_pb2.LinuxPodSandboxConfig(
+            security_context=api_pb2.LinuxSandboxSecurityContext(
+                namespace_options=api_pb2.NamespaceOption(
+                    network=api_pb2.NODE, pid=api_pb2.CONTAINER, ipc=api_pb2.POD
+                )
+            )
+        ),
+    )
+    config = api_pb2.ContainerConfig(
+        metadata=api_pb2.ContainerMetadata(name=container["name"], attempt=0),
+        image=api_pb2.ImageSpec(image=container["image"]),
+        command=container["command"],
+        labels={**identity, "io.kubernetes.container.name": container["name"]},
+        annotations={
+            "io.kubernetes.container.hash": "00000000",
+            "io.kubernetes.container.restartCount": "0",
+            "io.kubernetes.container.terminationMessagePath": "/dev/termination-log",
+            "io.kubernetes.container.terminationMessagePolicy": "File",
+            "io.kubernetes.pod.terminationGracePeriod": str(spec["terminationGracePeriodSeconds"]),
+        },
+        log_path=f"{container['name']}/0.log",
+    )
+    return log_dir, sandbox, config
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The requests pkletd sent for one pod, as containerd keeps them (protobuf JSON)."""
+
+    sandbox: dict[str, Any]
+    container: dict[str, Any]
+    short_name: str  # the manifest's name, e.g. b000
+    pod_name: str  # b000-<node>
+    uid: str
+    log_root: str  # pkletd's pod logs dir, parent of the sandbox's log directory
+
+
+def read_shape(address: str, short_name: str) -> Shape:
+    """The configs of the only pod in the runtime (pkletd's), from verbose status."""
+    with cri_channel(address) as channel:
+        rt = runtime_service(channel)
+        [sandbox] = rt.ListPodSandbox(api_pb2.ListPodSandboxRequest(), timeout=30).items
+        [container] = rt.ListContainers(api_pb2.ListContainersRequest(), timeout=30).containers
+        status = rt.PodSandboxStatus(
+            api_pb2.PodSandboxStatusRequest(pod_sandbox_id=sandbox.id, verbose=True), timeout=30
+        )
+        sandbox_config = json.loads(status.info["info"])["config"]
+        status = rt.ContainerStatus(
+            api_pb2.ContainerStatusRequest(container_id=container.id, verbose=True), timeout=30
+        )
+        container_config = json.loads(status.info["info"])["config"]
+    return Shape(
+        sandbox_config,
+        container_config,
+        short_name,
+        sandbox.metadata.name,
+        sandbox.metadata.uid,
+        str(Path(sandbox_config["log_directory"]).parent),
+    )
+
+
+def probe_shape(address: str, parallelism: int, keep: bool) -> Shape:
+    """Start one pod with pkletd and read back the requests it sent for it."""
+    agent = BenchPkletd(address, parallelism)
+    try:
+        agent.start()
+        short_name = pod_names(1)[0]
+        agent.put(short_name, pod_manifest(short_name))
+        agent.wait_pod_running(short_name, timeout=60)
+        return read_shape(address, short_name)
+    except BaseException:
+        dump_logs(agent)
+        keep = True
+        raise
+    finally:
+        agent.shutdown(keep)
+        clean_runtime(address)
+
+
+def _substitute(value: Any, swap: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return swap(value)
+    if isinstance(value, dict):
+        return {k: _substitute(v, swap) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute(v, swap) for v in value]
+    return value
+
+
+def shaped_configs(shape: Shape, name: str, logs_root: Path) -> tuple[Path, Any, Any]:
+    """Pod ``name``'s log dir, sandbox and container configs: pkletd's, with its identity."""
+    pod_name = f"{name}-{NODE}"
+    uid = hashlib.md5(f"bench-floor/{pod_name}".encode(), usedforsecurity=False).hexdigest()
+
+    def swap(text: str) -> str:
+        text = text.replace(shape.log_root, str(logs_root)).replace(shape.uid, uid)
+        text = text.replace(shape.pod_name, pod_name)
+        return name if text == shape.short_name else text
+
+    sandbox = json_format.ParseDict(
+        _substitute(shape.sandbox, swap), api_pb2.PodSandboxConfig(), ignore_unknown_fields=True
+    )
+    container = json_format.ParseDict(
+        _substitute(shape.container, swap), api_pb2.ContainerConfig(), ignore_unknown_fields=True
+    )
+    return Path(sandbox.log_directory), sandbox, container
 
 
 def run_floor(
-    address: str, count: int, parallelism: int, logs_root: Path, containerd_pid: int
+    address: str,
+    count: int,
+    parallelism: int,
+    logs_root: Path,
+    daemon: PrivateContainerd,
+    shape: Shape | None,
 ) -> StartRun:
     """The same pods by bare CRI calls, from a pool of ``parallelism`` threads."""
-    requests = []
-    for name in pod_names(count):
-        pod = static_pod(name, Path("/bench-floor"))
-        sandbox_spec = runtimespec.sandbox_spec(pod, 0, logs_root)
-        container_spec = runtimespec.container_spec(pod, pod.containers[0], 0)
-        requests.append(
-            (
-                pod.name,
-                Path(sandbox_spec.log_directory),
-                pkletd_cri._sandbox_config(sandbox_spec),
-                pkletd_cri._container_config(container_spec),
-            )
+    requests = [
+        (
+            name,
+            *(
+                shaped_configs(shape, name, logs_root)
+                if shape
+                else minimal_configs(name, logs_root)
+            ),
         )
+        for name in pod_names(count)
+    ]
     calls: dict[str, list[float]] = {"sandbox": [], "create": [], "start": []}
     with cri_channel(address) as channel:
         rt = runtime_service(channel)
@@ -307,7 +513,7 @@ def run_floor(
             return name, d - t0
 
         with ThreadPoolExecutor(parallelism, thread_name_prefix="floor") as pool:
-            meter = CpuMeter({"containerd": [containerd_pid]})
+            meter = CpuMeter(daemon, {})
             t0 = time.perf_counter()
             futures = [pool.submit(start_one, item, t0) for item in requests]
             latencies = dict(f.result() for f in futures)
@@ -328,6 +534,26 @@ class BenchPkletd(Pkletd):
     def args(self) -> list[str]:
         return [*super().args(), "--pod-sync-parallelism", str(self.parallelism)]
 
+    def alive(self) -> None:
+        """Fail at once if pkletd exited (rather than wait for a deadline)."""
+        code = self.proc.poll() if self.proc is not None else None
+        if code is not None:
+            raise AssertionError(f"pkletd exited with status {code}; see {self.log_dir}")
+
+    def start(self, wait: bool = True) -> BenchPkletd:
+        super().start(wait=False)
+        if wait:
+            wait_for("all workers running", lambda: self.alive() or self.all_running())
+        return self
+
+    def wait_pod_running(self, name: str, timeout: float) -> None:
+        def check() -> bool:
+            self.alive()
+            pod = self.pod(name)
+            return pod is not None and pod_running(pod)
+
+        wait_for(f"pod {name} running", check, timeout)
+
     def process_tree(self) -> dict[int, str]:
         """This instance's ``pkletd: *`` processes: the supervisor and its descendants."""
         if self.proc is None:
@@ -337,36 +563,17 @@ class BenchPkletd(Pkletd):
     def shutdown(self, keep: bool) -> None:
         self.stop()
         wait_for("this pkletd's processes gone", lambda: not self.process_tree(), timeout=30)
-        if not keep:
+        if keep:
+            progress(f"pkletd dirs kept under {self.base}")
+        else:
             shutil.rmtree(self.base, ignore_errors=True)
-
-
-def _ppid_and_title(pid: int) -> tuple[int, str]:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
-    except OSError:
-        return -1, ""
-    return int(stat.rsplit(")", 1)[1].split()[1]), title
 
 
 def own_processes(root: int) -> dict[int, str]:
     """``pkletd: *`` processes among ``root`` and its descendants, pid -> title."""
-    table = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            table[int(entry.name)] = _ppid_and_title(int(entry.name))
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    found, stack = {}, [root]
-    while stack:
-        pid = stack.pop()
-        title = table.get(pid, (-1, ""))[1]
-        if title.startswith("pkletd: ") and pid_alive(pid):
-            found[pid] = title
-        stack.extend(children.get(pid, []))
-    return found
+    table = process_table()
+    titles = {pid: table.get(pid, (0, ""))[1] for pid in descendants([root], table)}
+    return {p: t for p, t in titles.items() if t.startswith("pkletd: ") and pid_alive(p)}
 
 
 def pod_running(pod: dict[str, Any]) -> bool:
@@ -378,7 +585,20 @@ def pod_running(pod: dict[str, Any]) -> bool:
     )
 
 
-def run_pkletd(agent: BenchPkletd, count: int, containerd_pid: int, poll_s: float) -> StartRun:
+def status_pods(agent: BenchPkletd) -> list[dict[str, Any]]:
+    """The pods in pkletd's status; fails at once if pkletd died or could not answer."""
+    agent.alive()
+    reply = agent.status()
+    if not reply.get("ok") or "pods" not in reply:
+        exited = agent.proc.poll() if agent.proc is not None else None
+        raise AssertionError(f"pkletd status failed (exit status {exited}): {reply}")
+    pods: list[dict[str, Any]] = reply["pods"]
+    return pods
+
+
+def run_pkletd(
+    agent: BenchPkletd, count: int, daemon: PrivateContainerd, poll_s: float
+) -> StartRun:
     """Start ``count`` static pods through ``agent`` (already started, workers running)."""
     names = [f"{n}-{NODE}" for n in pod_names(count)]
     manifests = {n: json.dumps(pod_manifest(n)) for n in pod_names(count)}
@@ -386,7 +606,7 @@ def run_pkletd(agent: BenchPkletd, count: int, containerd_pid: int, poll_s: floa
     seen: dict[str, float] = {}
     latencies: dict[str, float] = {}
     polls = 0
-    meter = CpuMeter({"pkletd": list(agent.process_tree()), "containerd": [containerd_pid]})
+    meter = CpuMeter(daemon, {"pkletd": list(agent.process_tree())})
     wall_t0 = time.time()
     t0 = time.perf_counter()
     for name, text in manifests.items():
@@ -401,7 +621,7 @@ def run_pkletd(agent: BenchPkletd, count: int, containerd_pid: int, poll_s: floa
         if now < next_poll:
             time.sleep(next_poll - now)
         next_poll = max(next_poll + poll_s, now)  # a slow reply delays, never bunches, polls
-        pods = agent.status()["pods"]
+        pods = status_pods(agent)
         polls += 1
         at = time.perf_counter() - t0
         for pod in pods:
@@ -467,6 +687,7 @@ def log_breakdown(log_text: str, wall_t0: float) -> dict[str, float]:
         "log_last_pod_added_s": max(added),
         "log_first_sandbox_started_s": min(sandbox_done),
         "log_sandbox_call_median_s": statistics.median(sandbox_ms),
+        "log_container_started_p50_s": percentile(container_done, 50),
         "log_last_container_started_s": max(container_done),
         "log_sandboxes_started": float(len(sandbox_done)),
     }
@@ -563,8 +784,14 @@ def kill_pleg(agent: Pkletd) -> float:
     old = wait_stable(agent, "pleg")["pid"]
     t0 = time.perf_counter()
     os.kill(old, signal.SIGKILL)
-    poll_until("pleg running again", back_with_new_pid(agent, "pleg", old), RESTART_POLL_S)
+    poll_until("pleg running", back_with_new_pid(agent, "pleg", old), RESTART_STATUS_POLL_S)
     return time.perf_counter() - t0
+
+
+def ready_after(log_text: str, name: str) -> list[float]:
+    """Milliseconds from fork to ready of each start of worker ``name``, from the supervisor log."""
+    pattern = rf"worker state worker={re.escape(name)} state=running .*ready_after_ms=([0-9.]+)"
+    return [float(m) for m in re.findall(pattern, log_text)]
 
 
 def timed_runs(cmd: list[str], runs: int) -> list[float]:
@@ -647,6 +874,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--poll-ms", type=float, default=STATUS_POLL_MS, help="status poll period during start-up"
     )
+    parser.add_argument(
+        "--floor-shape",
+        choices=("pkletd", "minimal"),
+        default="pkletd",
+        help="the floor's requests: pkletd's own (read back), or the minimal hand-built ones",
+    )
     parser.add_argument("--keep", action="store_true", help="keep pkletd's temp dirs (logs)")
     return parser.parse_args(argv)
 
@@ -661,10 +894,12 @@ def bench(daemon: PrivateContainerd, args: argparse.Namespace, figures: dict[str
     agent: BenchPkletd | None = None
     try:
         # 1. start-up ---------------------------------------------------------------
-        containerd_pid = daemon.pid()
-        assert containerd_pid is not None
+        shape: Shape | None = None
+        if args.floor_shape == "pkletd":
+            progress("the floor's requests: one pod by pkletd, its configs read back")
+            shape = probe_shape(address, args.parallelism, keep)
         progress(f"warm-up: {WARMUP_PODS} pods by bare CRI calls (not measured)")
-        run_floor(address, WARMUP_PODS, args.parallelism, scratch / "warmup", containerd_pid)
+        run_floor(address, WARMUP_PODS, args.parallelism, scratch / "warmup", daemon, shape)
         clean_runtime(address)
         for round_no in range(1, args.rounds + 1):
             # ABBA...: the last round ends with pkletd, whose pods the later figures use
@@ -679,7 +914,7 @@ def bench(daemon: PrivateContainerd, args: argparse.Namespace, figures: dict[str
                 if kind == "floor":
                     progress(f"round {round_no}: floor, {count} pods by bare CRI calls")
                     logs_root = scratch / f"floor{round_no}"
-                    floor = run_floor(address, count, args.parallelism, logs_root, containerd_pid)
+                    floor = run_floor(address, count, args.parallelism, logs_root, daemon, shape)
                     floors.append(floor)
                     print(f"start-up round {round_no} floor : {floor.line()}", flush=True)
                     clean_runtime(address)
@@ -687,7 +922,7 @@ def bench(daemon: PrivateContainerd, args: argparse.Namespace, figures: dict[str
                 progress(f"round {round_no}: pkletd, {count} static pods")
                 agent = BenchPkletd(address, args.parallelism)
                 agent.start()
-                run = run_pkletd(agent, count, containerd_pid, args.poll_ms / 1000)
+                run = run_pkletd(agent, count, daemon, args.poll_ms / 1000)
                 verify_no_duplicates(address, count)
                 breakdown = log_breakdown(agent.log(), run.extra["wall_t0"])
                 sandboxes_logged = breakdown.get("log_sandboxes_started", 0)
@@ -717,6 +952,8 @@ def bench(daemon: PrivateContainerd, args: argparse.Namespace, figures: dict[str
             f"= {ratio(best_run.p99, best_floor.p99):.2f}x"
         )
         fx = best_floor.extra
+        what = "pkletd's own, read back" if shape else "minimal, hand-built"
+        print(f"  floor requests: {what}")
         print(
             "  floor CRI call medians: RunPodSandbox "
             f"{ms(fx['sandbox_call_median_s'])}, CreateContainer {ms(fx['create_call_median_s'])}"
@@ -729,7 +966,8 @@ def bench(daemon: PrivateContainerd, args: argparse.Namespace, figures: dict[str
                 f", first pod added {ms(b['log_first_pod_added_s'])}, last pod added "
                 f"{ms(b['log_last_pod_added_s'])}, all pods in status "
                 f"{ms(best_run.extra['all_pods_listed_s'])}, first sandbox started "
-                f"{ms(b['log_first_sandbox_started_s'])}, last container started "
+                f"{ms(b['log_first_sandbox_started_s'])}, containers started p50 "
+                f"{ms(b['log_container_started_p50_s'])}, last container started "
                 f"{ms(b['log_last_container_started_s'])}, all Running {ms(best_run.total)}; "
                 f"RunPodSandbox median {ms(b['log_sandbox_call_median_s'])}"
             )
@@ -738,6 +976,7 @@ def bench(daemon: PrivateContainerd, args: argparse.Namespace, figures: dict[str
                 "pods": count,
                 "parallelism": args.parallelism,
                 "rounds": args.rounds,
+                "floor_shape": args.floor_shape,
                 "startup_pkletd_total_s": best_run.total,
                 "startup_pkletd_p50_s": best_run.p50,
                 "startup_pkletd_p99_s": best_run.p99,
@@ -755,7 +994,7 @@ def bench(daemon: PrivateContainerd, args: argparse.Namespace, figures: dict[str
                 **{
                     f"startup_pkletd_{k}": v
                     for k, v in best_run.extra.items()
-                    if k.startswith("cpu_") or k == "machine_busy"
+                    if k.startswith(("cpu_", "machine_"))
                 },
                 **{f"startup_pkletd_{k}": v for k, v in best_breakdown.items()},
             }
@@ -775,6 +1014,7 @@ def bench(daemon: PrivateContainerd, args: argparse.Namespace, figures: dict[str
         http_med, pleg_med, cold_med = (
             statistics.median(t) for t in (http_times, pleg_times, cold)
         )
+        ready = {name: ready_after(agent.log(), name)[-args.kills :] for name in ("http", "pleg")}
         print(
             f"worker restart http (SIGKILL -> healthz ok, median of {args.kills}): "
             f"{ms(http_med)} vs cold import {ms(cold_med)} = {ratio(http_med, cold_med):.2f}x "
@@ -784,6 +1024,10 @@ def bench(daemon: PrivateContainerd, args: argparse.Namespace, figures: dict[str
             f"worker restart pleg (SIGKILL -> running, new pid, median of {args.kills}): "
             f"{ms(pleg_med)} vs cold import {ms(cold_med)} = {ratio(pleg_med, cold_med):.2f}x "
             f"[target < {ms(TARGET_RESTART_S)}: {verdict(pleg_med < TARGET_RESTART_S)}]"
+        )
+        print(
+            "  pkletd's own log, fork -> worker ready, median: "
+            + ", ".join(f"{n} {statistics.median(v):.1f} ms" for n, v in ready.items() if v)
         )
         after = {n: p["containers"][0]["container_id"] for n, p in agent.pods().items()}
         if after != before or not all(pod_running(p) for p in agent.pods().values()):
@@ -795,6 +1039,11 @@ def bench(daemon: PrivateContainerd, args: argparse.Namespace, figures: dict[str
                 "restart_http_max_s": max(http_times),
                 "restart_pleg_max_s": max(pleg_times),
                 "restart_cold_import_median_s": cold_med,
+                **{
+                    f"restart_{n}_log_ready_median_s": statistics.median(v) / 1000
+                    for n, v in ready.items()
+                    if v
+                },
                 "restart_http_ratio": ratio(http_med, cold_med),
                 "restart_pleg_ratio": ratio(pleg_med, cold_med),
             }
@@ -864,13 +1113,10 @@ def bench(daemon: PrivateContainerd, args: argparse.Namespace, figures: dict[str
             "status_cli": status_med < TARGET_STATUS_S,
             "memory": total_mb < TARGET_PSS_MB,
         }
-        if keep:
-            progress(f"pkletd dirs kept under {agent.base}")
     except BaseException:
         if agent is not None:
             dump_logs(agent)
             keep = True
-            progress(f"pkletd dirs kept under {agent.base}")
         raise
     finally:
         if agent is not None:
