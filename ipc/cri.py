@@ -119,6 +119,19 @@ class SandboxSpec:
     ports: tuple[PortSpec, ...] = ()
     sysctls: Mapping[str, str] = field(default_factory=dict)
     security: SandboxSecuritySpec | None = None
+    cgroup_parent: str = ""  # the pod's cgroup (``/kubepods/burstable/pod<uid>``)
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerResources:
+    """``LinuxContainerResources``: 0 leaves a value to the runtime (quota 0: no limit)."""
+
+    cpu_shares: int = 0
+    cpu_quota: int = 0
+    cpu_period: int = 0
+    memory_limit_in_bytes: int = 0
+    oom_score_adj: int = 0
+    unified: tuple[tuple[str, str], ...] = ()  # cgroup v2 files and values
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +148,7 @@ class ContainerSpec:
     annotations: Mapping[str, str] = field(default_factory=dict)
     mounts: tuple[MountSpec, ...] = ()
     security: ContainerSecuritySpec | None = None
+    resources: ContainerResources | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,7 +401,9 @@ def _sandbox_config(spec: SandboxSpec) -> Any:
             for p in spec.ports
         ],
         linux=pb.LinuxPodSandboxConfig(
-            security_context=_sandbox_security(spec.security, network), sysctls=dict(spec.sysctls)
+            security_context=_sandbox_security(spec.security, network),
+            sysctls=dict(spec.sysctls),
+            cgroup_parent=spec.cgroup_parent,
         ),
     )
 
@@ -446,8 +462,19 @@ def _container_linux(sc: ContainerSecuritySpec | None, host_network: bool) -> An
     return pb.LinuxContainerConfig(security_context=out)
 
 
+def _container_resources(r: ContainerResources) -> Any:
+    return pb.LinuxContainerResources(
+        cpu_shares=r.cpu_shares,
+        cpu_quota=r.cpu_quota,
+        cpu_period=r.cpu_period,
+        memory_limit_in_bytes=r.memory_limit_in_bytes,
+        oom_score_adj=r.oom_score_adj,
+        unified=dict(r.unified),
+    )
+
+
 def _container_config(spec: ContainerSpec, host_network: bool = False) -> Any:
-    return pb.ContainerConfig(
+    config = pb.ContainerConfig(
         metadata=pb.ContainerMetadata(name=spec.name, attempt=spec.attempt),
         image=pb.ImageSpec(image=spec.image),
         command=list(spec.command),
@@ -468,3 +495,6 @@ def _container_config(spec: ContainerSpec, host_network: bool = False) -> Any:
         ],
         linux=_container_linux(spec.security, host_network),
     )
+    if spec.resources is not None:
+        config.linux.resources.CopyFrom(_container_resources(spec.resources))
+    return config

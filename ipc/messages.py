@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # Runtime objects in ``Snapshot.containers``: container ids as they are, sandbox
 # ids behind this prefix.
@@ -85,13 +85,16 @@ class PodLifecycleEvent:
     """PLEG saw a container or sandbox change state without the parent's action.
 
     ``event`` is one of ContainerStarted, ContainerDied, ContainerRemoved,
-    SandboxChanged (the kubelet's PodLifecycleEventType names).
+    SandboxChanged (the kubelet's PodLifecycleEventType names); ``state`` is the
+    object's state as PLEG saw it ("" once removed), so the parent can skip what
+    its own calls already showed it.
     """
 
     kind = "PodLifecycleEvent"
     pod_uid: str
     event: str
     object_id: str
+    state: str = ""
 
 
 @dataclass(frozen=True, slots=True)

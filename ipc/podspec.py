@@ -16,10 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pkletd.ipc import envspec, securityspec, volumespec
+from pkletd.ipc import envspec, resourcespec, securityspec, volumespec
 from pkletd.ipc.envspec import EnvFrom, EnvVar
 from pkletd.ipc.fieldcheck import InvalidField
 from pkletd.ipc.probespec import InvalidProbe, Probe, parse_hooks, parse_probes
+from pkletd.ipc.resourcespec import Resources
 from pkletd.ipc.securityspec import ContainerSecurity, PodSecurity
 from pkletd.ipc.volumespec import Volume, VolumeMount
 
@@ -62,6 +63,7 @@ class Container:
     env_from: tuple[EnvFrom, ...] = ()
     volume_mounts: tuple[VolumeMount, ...] = ()
     security: ContainerSecurity | None = None
+    resources: Resources = resourcespec.NONE
 
     @property
     def sidecar(self) -> bool:
@@ -210,6 +212,7 @@ def _container(value: Any, path: str, init: bool = False) -> Container:
         env_from=_field(envspec.parse_env_from, c, path),
         volume_mounts=_field(volumespec.parse_mounts, c, path),
         security=_field(securityspec.parse_container_security, c, path),
+        resources=_field(resourcespec.parse_resources, c, path),
         ports=_ports(c.get("ports", []), f"{path}.ports"),
         image_pull_policy=_choice(
             c.get("imagePullPolicy", default_pull_policy(image)),

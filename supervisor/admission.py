@@ -21,7 +21,7 @@ A rejected pod is Failed with that reason and message, and never runs.
 from __future__ import annotations
 
 import platform
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -99,12 +99,39 @@ def _container_requests(container: dict[str, Any]) -> dict[str, int]:
     return out
 
 
-def admit(pod: Pod, active: Iterable[Pod], node: Node) -> Rejection | None:
+RequestsOf = Callable[[Pod], dict[str, int]]
+
+
+class Admitter:
+    """Admission on one node, remembering each pod's requests (parsed once per spec)."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self._memo: dict[str, tuple[dict[str, Any], dict[str, int]]] = {}
+
+    def requests(self, pod: Pod) -> dict[str, int]:
+        hit = self._memo.get(pod.uid)
+        if hit is not None and hit[0] is pod.raw:
+            return hit[1]
+        value = requests(pod)
+        self._memo[pod.uid] = (pod.raw, value)
+        return value
+
+    def admit(self, pod: Pod, active: Iterable[Pod]) -> Rejection | None:
+        return admit(pod, active, self.node, self.requests)
+
+    def forget(self, uid: str) -> None:
+        self._memo.pop(uid, None)
+
+
+def admit(
+    pod: Pod, active: Iterable[Pod], node: Node, requests_of: RequestsOf = requests
+) -> Rejection | None:
     others = [p for p in active if p.uid != pod.uid]
     return (
         _sysctls(pod)
         or _os(pod)
-        or _resources(pod, others, node)
+        or _resources(pod, others, node, requests_of)
         or _affinity(pod, node)
         or _node_name(pod, node)
         or _ports(pod, others)
@@ -131,12 +158,15 @@ def _os(pod: Pod) -> Rejection | None:
     return None
 
 
-def _resources(pod: Pod, others: list[Pod], node: Node) -> Rejection | None:
+def _resources(
+    pod: Pod, others: list[Pod], node: Node, requests_of: RequestsOf
+) -> Rejection | None:
     if len(others) + 1 > node.max_pods:
         return _insufficient("pods", 1, len(others), node.max_pods)
-    wanted = requests(pod)
+    wanted = requests_of(pod)
+    taken = [requests_of(p) for p in others]
     for name in RESOURCES:
-        used = sum(requests(p)[name] for p in others)
+        used = sum(t[name] for t in taken)
         capacity = node.allocatable[name]
         if wanted[name] and used + wanted[name] > capacity:
             return _insufficient(name, wanted[name], used, capacity)

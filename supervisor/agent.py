@@ -40,6 +40,7 @@ from pkletd.ipc.messages import (
 )
 from pkletd.ipc.podspec import Pod
 from pkletd.supervisor import admission
+from pkletd.supervisor.cgroups import PodCgroups
 from pkletd.supervisor.children import Children, State
 from pkletd.supervisor.config import KubeletConfig
 from pkletd.supervisor.control import ControlServer, Request
@@ -105,12 +106,13 @@ class Agent:
             Path(config.pod_logs_dir),
             self._events,
             setup=PodSetup(node, self._runtime),
+            cgroups=PodCgroups.host(config.pod_pids_limit).start(),
         )
         self._pod_workers = PodWorkers(config.pod_sync_parallelism)
         sources = [s for s, worker in SOURCE_WORKERS.items() if worker in worker_names]
         self._probes = ProbeResults()
         self._pods = Pods(host_ip, sources, self._probes)
-        self._node = admission.Node.of(node, config.max_pods)
+        self._admitter = admission.Admitter(admission.Node.of(node, config.max_pods))
         self._children = Children(
             worker_names, forkserver, config.worker_heartbeat_timeout, on_ready=self._worker_ready
         )
@@ -305,7 +307,7 @@ class Agent:
             self._terminate(pod.uid, pod, pod.grace_period_s)
 
     def _admit(self, pod: Pod) -> bool:
-        rejection = admission.admit(pod, self._pods.active(), self._node)
+        rejection = self._admitter.admit(pod, self._pods.active())
         if rejection is None:
             self._pods.admit(pod.uid)
             return True
@@ -318,7 +320,7 @@ class Agent:
     def _on_lifecycle_event(self, event: PodLifecycleEvent) -> None:
         uid = event.pod_uid or self._pods.owner(event.object_id)
         pod = self._pods.get(uid)
-        if pod is not None:
+        if pod is not None and not self._pods.already_seen(uid, event):
             self._sync(pod)
         elif uid and self._pods.sources_ready and uid not in self._terminating:
             self._terminate(uid, None, None)
@@ -388,6 +390,7 @@ class Agent:
             self._terminating.discard(uid)
             self._syncer.forget(uid)
             self._probes.forget(uid)
+            self._admitter.forget(uid)
             if self._pods.forget(uid):
                 self._bus.publish(PodForgotten(uid))
             else:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pkletd.ipc.cri import ContainerState
+from pkletd.ipc.messages import SANDBOX_PREFIX, PodLifecycleEvent
 from pkletd.ipc.podspec import InvalidPod, Pod, parse_pod
 from pkletd.supervisor import podstatus
 from pkletd.supervisor.podactions import PodRuntime
@@ -158,6 +159,16 @@ class Pods:
             return False
         entry.failure = Waiting(reason, message)
         return True
+
+    def already_seen(self, uid: str, event: PodLifecycleEvent) -> bool:
+        """The parent's own calls already showed this state (PLEG relisted in between)."""
+        entry = self.entries.get(uid)
+        if entry is None or entry.runtime is None:
+            return False
+        key = event.object_id
+        if event.event == "SandboxChanged":
+            key = SANDBOX_PREFIX + key
+        return entry.runtime.objects().get(key, "") == event.state
 
     def running_id(self, uid: str, container: str) -> str:
         """The id of the container instance running under this name, else ""."""

@@ -8,6 +8,7 @@ succeeded, Failed under Never, else Running (OnFailure restarts the failed ones)
 Conditions: PodScheduled (static pods are placed by their manifest),
 PodReadyToStartContainers (the sandbox is ready), Initialized, ContainersReady and
 Ready. A condition keeps its lastTransitionTime until its status changes.
+``qosClass`` is ``qos.pod_qos`` (the API's GetPodQOS).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Protocol
 
 from pkletd.ipc.cri import ContainerInfo, ContainerState, SandboxState
 from pkletd.ipc.podspec import Container, Pod
+from pkletd.supervisor import qos
 from pkletd.supervisor.podactions import InitProgress, PodRuntime, init_progress
 from pkletd.supervisor.podsync import Waiting
 
@@ -159,23 +161,6 @@ def conditions(
     ]
 
 
-def qos_class(pod: Pod) -> str:
-    requests: list[dict[str, Any]] = []
-    limits: list[dict[str, Any]] = []
-    for c in pod.raw.get("spec", {}).get("containers", []):
-        resources = c.get("resources") or {}
-        requests.append(resources.get("requests") or {})
-        limits.append(resources.get("limits") or {})
-    if not any(requests) and not any(limits):
-        return "BestEffort"
-    guaranteed = all(
-        set(lim) >= {"cpu", "memory"}
-        and all(req.get(k, lim[k]) == lim[k] for k in ("cpu", "memory"))
-        for req, lim in zip(requests, limits, strict=True)
-    )
-    return "Guaranteed" if guaranteed else "Burstable"
-
-
 def pod_status(
     pod: Pod,
     runtime: PodRuntime,
@@ -208,7 +193,7 @@ def pod_status(
         "hostIPs": [{"ip": host_ip}],
         "startTime": rfc3339(start_time),
         "containerStatuses": statuses,
-        "qosClass": qos_class(pod),
+        "qosClass": qos.pod_qos(pod),
     }
     if init_statuses:
         status["initContainerStatuses"] = init_statuses

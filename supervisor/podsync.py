@@ -30,6 +30,7 @@ from pkletd.ipc.cri import (
 from pkletd.ipc.podspec import Container, Pod
 from pkletd.supervisor import backoff, runtimespec
 from pkletd.supervisor.backoff import Clock, CrashBackoff
+from pkletd.supervisor.cgroups import PodCgroups
 from pkletd.supervisor.envvars import ConfigError
 from pkletd.supervisor.events import EventRecorder, Reason
 from pkletd.supervisor.killing import Killer, pod_address
@@ -91,9 +92,11 @@ class PodSyncer:
         events: EventRecorder,
         clock: Clock = time.time,
         setup: PodSetup | None = None,
+        cgroups: PodCgroups | None = None,
     ) -> None:
         self._runtime = runtime
         self._setup = setup if setup is not None else PodSetup.default(runtime)
+        self._cgroups = cgroups if cgroups is not None else PodCgroups.host().start()
         self._logs_root = logs_root
         self._events = events
         self._killer = Killer(runtime, events)
@@ -119,6 +122,7 @@ class PodSyncer:
             self._killer.kill_pod(pod, state, pod.grace_period_s)
             return SyncResult(pod.uid, inspect(self._runtime, pod.uid))
         state = self._kill_requested(pod, state)
+        self._cgroups.track(pod)
         waiting: dict[str, Waiting] = {}
         retry: list[float] = []
         # Starting a sidecar can let the next init container go at once: go round
@@ -159,6 +163,11 @@ class PodSyncer:
             )
             retry.extend([blocked.retry_s] if blocked.retry_s is not None else [])
             return False
+        failure = self._cgroups.ensure(pod)  # the pod's cgroup, before its sandbox
+        if failure is not None:
+            waiting.update({c.name: Waiting("ContainerCreating", failure) for c in actions.start})
+            retry.append(10.0)
+            return False
         sandbox_id, spec = self._sandbox_for(pod, state, actions)
         for container in actions.start:
             self._start(pod, container, state, sandbox_id, spec, waiting, retry)
@@ -196,6 +205,7 @@ class PodSyncer:
         for sandbox in state.sandboxes:
             self._ignore_missing(self._runtime.remove_sandbox, sandbox.id)
         self._setup.teardown(uid)
+        self._cgroups.remove(uid)  # after its containers and sandboxes
         log.info("pod terminated pod=%s uid=%s", name, uid)
         return SyncResult(uid, PodRuntime(uid), terminated=True)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pkletd.ipc.cri import ContainerSpec, PortSpec, SandboxSpec
 from pkletd.ipc.podspec import Container, Pod
-from pkletd.supervisor import securitycontext
+from pkletd.supervisor import cgroups, resources, securitycontext
 
 POD_NAME = "io.kubernetes.pod.name"
 POD_NAMESPACE = "io.kubernetes.pod.namespace"
@@ -52,6 +52,7 @@ def sandbox_spec(pod: Pod, attempt: int, logs_root: Path) -> SandboxSpec:
         ),
         sysctls=dict(pod.security.sysctls) if pod.security is not None else {},
         security=securitycontext.sandbox_security(pod),
+        cgroup_parent=cgroups.pod_cgroup_name(pod),
     )
 
 
@@ -84,4 +85,5 @@ def container_spec(pod: Pod, container: Container, restart_count: int) -> Contai
             CONTAINER_NAME: container.name,
         },
         annotations=annotations,
+        resources=resources.container_resources(pod, container),
     )

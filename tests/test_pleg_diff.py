@@ -59,11 +59,17 @@ def test_several_changes_at_once_each_reported_for_its_pod() -> None:
     old = {"c1": "running", "c2": "running"}
     new = {"c1": "exited"}
     assert diff(old, new, OWNERS) == [
-        PodLifecycleEvent("uid-1", DIED, "c1"),
-        PodLifecycleEvent("uid-2", DIED, "c2"),
+        PodLifecycleEvent("uid-1", DIED, "c1", "exited"),
+        PodLifecycleEvent("uid-2", DIED, "c2", "exited"),
         PodLifecycleEvent("uid-2", REMOVED, "c2"),
     ]
 
 
 def test_unknown_owner_is_reported_with_an_empty_uid() -> None:
     assert events({}, {"c9": "running"}) == [("", STARTED, "c9")]
+
+
+def test_events_carry_the_state_pleg_saw() -> None:
+    (started,) = diff({}, {"c1": "running"}, OWNERS)
+    (removed,) = diff({"c1": "exited"}, {}, OWNERS)
+    assert (started.state, removed.state) == ("running", "")

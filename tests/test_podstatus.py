@@ -204,13 +204,22 @@ def resources(**kinds: dict[str, str]) -> dict[str, Any]:
             * 2,
             "Guaranteed",
         ),
+        (
+            [
+                resources(
+                    requests={"cpu": "1000m", "memory": "1Gi"}, limits={"cpu": "1", "memory": "1Gi"}
+                )
+            ],
+            "Guaranteed",
+        ),
     ],
 )
 def test_qos_class(per_container: list[dict[str, Any]], qos: str) -> None:
     containers = [
         {"name": f"c{i}", "image": "busybox:1.36", **extra} for i, extra in enumerate(per_container)
     ]
-    assert podstatus.qos_class(make_pod(containers=containers)) == qos
+    pod = make_pod(containers=containers)
+    assert status(pod, *["creating"] * len(containers))["qosClass"] == qos
 
 
 def test_pod_ip_is_the_host_ip_on_the_host_network() -> None:

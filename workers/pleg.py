@@ -106,17 +106,19 @@ def diff(
         before, after = old.get(key), new.get(key)
         if before == after:
             continue
-        uid = owners.get(key, "")
+        uid, state = owners.get(key, ""), after or ""
         if key.startswith(SANDBOX_PREFIX):
-            events.append(PodLifecycleEvent(uid, SANDBOX_CHANGED, key.removeprefix(SANDBOX_PREFIX)))
+            events.append(
+                PodLifecycleEvent(uid, SANDBOX_CHANGED, key.removeprefix(SANDBOX_PREFIX), state)
+            )
         elif after == "running":
-            events.append(PodLifecycleEvent(uid, STARTED, key))
+            events.append(PodLifecycleEvent(uid, STARTED, key, state))
         elif after is None:
             if before == "running":  # it died and was removed between two relists
-                events.append(PodLifecycleEvent(uid, DIED, key))
-            events.append(PodLifecycleEvent(uid, REMOVED, key))
+                events.append(PodLifecycleEvent(uid, DIED, key, "exited"))
+            events.append(PodLifecycleEvent(uid, REMOVED, key, state))
         elif after == "exited" or (after == "unknown" and before != "exited"):
-            events.append(PodLifecycleEvent(uid, DIED, key))
+            events.append(PodLifecycleEvent(uid, DIED, key, state))
     return events
 
 
