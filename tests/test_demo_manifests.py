@@ -1,0 +1,31 @@
+"""The demo manifests in etc/ (what `make run` starts) are valid and run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from pkletd.ipc.podspec import parse_pod
+
+from tests.e2e import Pkletd, api_pod, condition, wait_for
+
+MANIFESTS = sorted((Path(__file__).resolve().parent.parent / "etc" / "manifests").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
+def test_demo_manifest_parses(path: Path) -> None:
+    parse_pod(yaml.safe_load(path.read_text()))
+
+
+@pytest.mark.slow
+def test_demo_pods_run_and_become_ready(pkletd: Pkletd) -> None:
+    for path in MANIFESTS:
+        pkletd.put(path.stem, path.read_text())
+    pkletd.start()
+    for path in MANIFESTS:
+        wait_for(
+            f"{path.stem} Ready",
+            lambda: condition(api_pod(pkletd, path.stem), "Ready") == "True",
+            60,
+        )
