@@ -23,9 +23,7 @@ def test_demo_pods_run_and_become_ready(pkletd: Pkletd) -> None:
     for path in MANIFESTS:
         pkletd.put(path.stem, path.read_text())
     pkletd.start()
-    for path in MANIFESTS:
+    for name in (path.stem for path in MANIFESTS):
         wait_for(
-            f"{path.stem} Ready",
-            lambda: condition(api_pod(pkletd, path.stem), "Ready") == "True",
-            60,
+            f"{name} Ready", lambda n=name: condition(api_pod(pkletd, n), "Ready") == "True", 60
         )
