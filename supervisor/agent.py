@@ -1,4 +1,4 @@
-"""The parent's loop: the syncLoop and the worker supervisor in one thread.
+"""The parent's loop: the worker supervisor and the syncLoop (``syncloop.py``) in one thread.
 
 One ``zmq.Poller`` wakes on everything that can happen: a worker's message (bus
 ROUTER), a worker's death (the fork server's socket), a finished pod sync and a
@@ -9,7 +9,6 @@ off this thread except by the pod-sync threads, which only call the runtime.
 
 from __future__ import annotations
 
-import heapq
 import logging
 import os
 import signal
@@ -27,10 +26,8 @@ from pkletd.ipc.messages import (
     Hello,
     ManifestRejected,
     ParentAlive,
-    PodForgotten,
     PodLifecycleEvent,
     PodsListed,
-    PodStatusUpdated,
     ProbeMetrics,
     ProbeResult,
     RelistCompleted,
@@ -38,25 +35,24 @@ from pkletd.ipc.messages import (
     SnapshotRequest,
     WorkerReady,
 )
-from pkletd.ipc.podspec import Pod
 from pkletd.supervisor import admission
 from pkletd.supervisor.cgroups import PodCgroups
 from pkletd.supervisor.children import Children, State
 from pkletd.supervisor.config import KubeletConfig
 from pkletd.supervisor.control import ControlServer, Request
-from pkletd.supervisor.events import EventRecorder, Reason
+from pkletd.supervisor.events import EventRecorder
 from pkletd.supervisor.forkserver import Exited, ForkServer, Spawned
 from pkletd.supervisor.nodeinfo import NodeInfo
 from pkletd.supervisor.notify import Notifier
 from pkletd.supervisor.pods import Pods
 from pkletd.supervisor.podsetup import PodSetup
-from pkletd.supervisor.podsync import PodSyncer, SyncOptions, SyncResult
+from pkletd.supervisor.podsync import PodSyncer
 from pkletd.supervisor.podworkers import PodWorkers
 from pkletd.supervisor.proberesults import ProbeResults
+from pkletd.supervisor.syncloop import Parts, SyncLoop
 
 log = logging.getLogger(__name__)
 
-HOUSEKEEPING_S = 2.0
 ALIVE_S = 1.0
 FACTS_FROM = {
     PodLifecycleEvent: "pleg",
@@ -67,9 +63,6 @@ FACTS_FROM = {
 # Pod-source facts (PodsListed, ManifestRejected) come from the worker of the source
 # they name, and from no other: source -> worker.
 SOURCE_WORKERS = {"file": "file-source", "http": "http-source"}
-DEADLINE_EXCEEDED = "DeadlineExceeded"
-DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
-PROBE_RESULT_TTL_S = 10.0  # an older result is history, not a reason to act
 
 
 def node_ip(node_name: str) -> str:
@@ -98,37 +91,43 @@ class Agent:
         self._runtime = CriRuntime(
             config.container_runtime_endpoint, config.runtime_request_timeout
         )
-        self._events = EventRecorder()
-        host_ip = node_ip(config.node_name)
-        node = NodeInfo.detect(config.node_name, (host_ip,), Path(config.root_dir))
-        self._syncer = PodSyncer(
-            self._runtime,
-            Path(config.pod_logs_dir),
-            self._events,
-            setup=PodSetup(node, self._runtime),
-            cgroups=PodCgroups.host(config.pod_pids_limit).start(),
-        )
-        self._pod_workers = PodWorkers(config.pod_sync_parallelism)
         sources = [s for s, worker in SOURCE_WORKERS.items() if worker in worker_names]
+        self._pod_workers = PodWorkers(config.pod_sync_parallelism)
         self._probes = ProbeResults()
-        self._pods = Pods(host_ip, sources, self._probes)
-        self._admitter = admission.Admitter(admission.Node.of(node, config.max_pods))
+        self._pods = Pods(node_ip(config.node_name), sources, self._probes)
+        self._sync = SyncLoop(self._parts(config), self._bus.publish)
         self._children = Children(
             worker_names, forkserver, config.worker_heartbeat_timeout, on_ready=self._worker_ready
         )
-        self._requeue: list[tuple[float, str]] = []
-        self._due: dict[str, float] = {}
-        self._terminating: set[str] = set()
         self._stopping = False
         self._signalled = ""
         self._announced_ready = False
-        self._runtime_ok = True
-        self._next_housekeeping = 0.0
         self._next_alive = 0.0
         self._next_watchdog = 0.0
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
+
+    def _parts(self, config: KubeletConfig) -> Parts:
+        node = NodeInfo.detect(config.node_name, (self._pods.host_ip,), Path(config.root_dir))
+        events = EventRecorder()
+        syncer = PodSyncer(
+            self._runtime,
+            Path(config.pod_logs_dir),
+            events,
+            setup=PodSetup(node, self._runtime),
+            cgroups=PodCgroups.host(config.pod_pids_limit).start(),
+        )
+        return Parts(
+            runtime=self._runtime,
+            syncer=syncer,
+            pod_workers=self._pod_workers,
+            pods=self._pods,
+            probes=self._probes,
+            events=events,
+            admitter=admission.Admitter(admission.Node.of(node, config.max_pods)),
+            sync_frequency=config.sync_frequency,
+        )
 
     # --- the loop ------------------------------------------------------------------
 
@@ -179,8 +178,7 @@ class Agent:
         elif sock == self._forkserver.fileno():
             self._on_forkserver()
         elif sock == self._pod_workers.wake_fd:
-            for uid, outcome in self._pod_workers.completed():
-                self._on_sync_done(uid, outcome)
+            self._sync.on_pod_workers()
         elif sock == self._control.wake_fd:
             for request in self._control.pending():
                 request.reply.put(self._on_control(request))
@@ -193,18 +191,15 @@ class Agent:
     def _tick(self) -> float:
         now = time.monotonic()
         deadlines = [self._children.tick()]
-        deadlines.append(self._run_requeues(now))
-        if now >= self._next_housekeeping and not self._stopping:
-            self._housekeeping()
-            self._next_housekeeping = now + HOUSEKEEPING_S
+        deadlines.append(self._sync.tick(now))
         if now >= self._next_alive:
-            self._bus.publish(ParentAlive(self._runtime_ok))
+            self._bus.publish(ParentAlive(self._sync.runtime_ok))
             self._next_alive = now + ALIVE_S
         if self._notifier.watchdog_interval and now >= self._next_watchdog:
             if self._children.heartbeats_fresh():
                 self._notifier.send("WATCHDOG=1")
             self._next_watchdog = now + self._notifier.watchdog_interval
-        deadlines += [self._next_housekeeping, self._next_alive]
+        deadlines.append(self._next_alive)
         if self._notifier.watchdog_interval:
             deadlines.append(self._next_watchdog)
         return min(deadlines)
@@ -265,7 +260,7 @@ class Agent:
         elif isinstance(message, Heartbeat):
             pass
         elif isinstance(message, PodsListed):
-            self._on_pods_listed(message)
+            self._sync.on_pods_listed(message)
         elif isinstance(message, ManifestRejected):
             log.error(
                 "manifest rejected source=%s path=%s reason=%s",
@@ -274,12 +269,11 @@ class Agent:
                 message.reason,
             )
         elif isinstance(message, PodLifecycleEvent):
-            self._on_lifecycle_event(message)
+            self._sync.on_lifecycle_event(message)
         elif isinstance(message, ProbeResult):
-            self._on_probe_result(message, envelope.sent_at)
+            self._sync.on_probe_result(message, envelope.sent_at)
         elif isinstance(message, ProbeMetrics):
-            self._probes.metrics = message.samples
-            self._bus.publish(message)
+            self._sync.on_probe_metrics(message)
         elif isinstance(message, RelistCompleted):
             pass
         else:
@@ -296,159 +290,6 @@ class Agent:
             self._probes.metrics,
         )
 
-    # --- pods --------------------------------------------------------------------------
-
-    def _on_pods_listed(self, message: PodsListed) -> None:
-        change = self._pods.set_source(message.source, message.pods)
-        for pod in change.sync:
-            if self._pods.admitted(pod.uid) or self._admit(pod):
-                self._sync(pod)
-        for pod in change.terminate:
-            self._terminate(pod.uid, pod, pod.grace_period_s)
-
-    def _admit(self, pod: Pod) -> bool:
-        rejection = self._admitter.admit(pod, self._pods.active())
-        if rejection is None:
-            self._pods.admit(pod.uid)
-            return True
-        self._events.warning(pod.full_name, rejection.reason, rejection.message)
-        api_pod = self._pods.reject(pod.uid, rejection.reason.value, rejection.message)
-        if api_pod is not None:
-            self._bus.publish(PodStatusUpdated(api_pod))
-        return False
-
-    def _on_lifecycle_event(self, event: PodLifecycleEvent) -> None:
-        uid = event.pod_uid or self._pods.owner(event.object_id)
-        pod = self._pods.get(uid)
-        if pod is not None and not self._pods.already_seen(uid, event):
-            self._sync(pod)
-        elif uid and self._pods.sources_ready and uid not in self._terminating:
-            self._terminate(uid, None, None)
-
-    def _on_probe_result(self, result: ProbeResult, sent_at: float) -> None:
-        """Act on a probe's new state, if it is fresh and about the running container."""
-        pod = self._pods.get(result.pod_uid)
-        if pod is None or time.monotonic() - sent_at > PROBE_RESULT_TTL_S:
-            return
-        if self._pods.running_id(result.pod_uid, result.container) != result.container_id:
-            return  # about a container that is gone or replaced
-        if not self._probes.record(result):
-            return
-        kind = result.probe.capitalize()
-        if result.result == "failure":
-            self._events.warning(
-                pod.full_name, Reason.UNHEALTHY, f"{kind} probe failed: {result.output}"
-            )
-        if result.result == "failure" and result.probe in ("liveness", "startup"):
-            self._kill_unhealthy(pod, result)
-            return
-        if result.probe == "startup":
-            self._sync(pod)  # a started sidecar lets the next init container go
-        api_pod = self._pods.refresh(pod.uid)
-        if api_pod is not None:
-            self._bus.publish(PodStatusUpdated(api_pod))
-
-    def _kill_unhealthy(self, pod: Pod, result: ProbeResult) -> None:
-        container = next((c for c in pod.containers if c.name == result.container), None)
-        if container is None:
-            return
-        probe = container.probe(result.probe)
-        grace = pod.grace_period_s
-        if probe is not None and probe.termination_grace_s is not None:
-            grace = probe.termination_grace_s
-        self._events.normal(
-            pod.full_name,
-            Reason.KILLING,
-            f"Container {container.name} failed {result.probe} probe, will be restarted",
-        )
-        self._syncer.request_kill(pod.uid, result.container_id, grace)
-        self._sync(pod)
-
-    def _sync(self, pod: Pod) -> None:
-        options = SyncOptions(self._probes.passed_startup(pod.uid), self._deadline_passed(pod))
-        self._pod_workers.update(pod.uid, lambda: self._syncer.sync(pod, options))
-
-    def _deadline_passed(self, pod: Pod) -> bool:
-        """activeDeadlineSeconds: past it, the pod fails and its containers stop."""
-        left = self._pods.deadline_left(pod.uid)
-        if left is None or left > 0:
-            return False
-        if self._pods.fail(pod.uid, DEADLINE_EXCEEDED, DEADLINE_MESSAGE):
-            self._events.normal(pod.full_name, Reason.DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
-        return True
-
-    def _terminate(self, uid: str, pod: Pod | None, grace: int | None) -> None:
-        self._terminating.add(uid)
-        self._pod_workers.update(uid, lambda: self._syncer.terminate(uid, pod, grace))
-
-    def _on_sync_done(self, uid: str, outcome: SyncResult | BaseException) -> None:
-        if isinstance(outcome, BaseException):
-            log.error("pod sync failed uid=%s error=%s", uid, outcome)
-            self._schedule(uid, 10.0)
-            return
-        if outcome.terminated:
-            self._terminating.discard(uid)
-            self._syncer.forget(uid)
-            self._probes.forget(uid)
-            self._admitter.forget(uid)
-            if self._pods.forget(uid):
-                self._bus.publish(PodForgotten(uid))
-            else:
-                self._schedule(uid, 0.0)  # it came back while we were stopping it
-            return
-        api_pod = self._pods.record(outcome)
-        if api_pod is not None:
-            self._bus.publish(PodStatusUpdated(api_pod, outcome.runtime.objects()))
-        delays = [self._config.sync_frequency]
-        if outcome.retry_in is not None:
-            delays.append(outcome.retry_in)
-        left = self._pods.deadline_left(uid)
-        if left is not None and left > 0:
-            delays.append(left)
-        self._schedule(uid, min(delays))
-
-    def _schedule(self, uid: str, delay: float) -> None:
-        due = time.monotonic() + delay
-        if self._due.get(uid, float("inf")) <= due:
-            return
-        self._due[uid] = due
-        heapq.heappush(self._requeue, (due, uid))
-
-    def _run_requeues(self, now: float) -> float:
-        while self._requeue and self._requeue[0][0] <= now:
-            due, uid = heapq.heappop(self._requeue)
-            if self._due.get(uid) != due:
-                continue
-            del self._due[uid]
-            pod = self._pods.get(uid)
-            if pod is not None and not self._stopping:
-                self._sync(pod)
-        return self._requeue[0][0] if self._requeue else now + 60.0
-
-    def _housekeeping(self) -> None:
-        """Terminate pods the runtime runs that no source wants (after every source spoke)."""
-        try:
-            sandboxes = self._runtime.list_sandboxes()
-            self._runtime_ok = True
-        except CriError as exc:
-            log.error("housekeeping: runtime list failed error=%s", exc)
-            self._runtime_ok = False
-            return
-        if not self._pods.sources_ready:
-            return
-        for sandbox in sandboxes:
-            uid = sandbox.uid
-            if (
-                uid
-                and self._pods.get(uid) is None
-                and uid not in self._terminating
-                and not self._pod_workers.busy(uid)
-            ):
-                log.info(
-                    "orphaned pod found pod=%s/%s uid=%s", sandbox.namespace, sandbox.name, uid
-                )
-                self._terminate(uid, None, None)
-
     # --- control -------------------------------------------------------------------
 
     def _on_control(self, request: Request) -> dict[str, Any]:
@@ -458,8 +299,7 @@ class Agent:
             return {
                 "ok": True,
                 "workers": [w.as_dict(now) for w in self._children.workers.values()],
-                "pods": self._pods.summary(),
-                "events": self._events.recent(),
+                **self._sync.status(),
             }
         if command == "restart-worker":
             name = request.body.get("name")
@@ -481,7 +321,7 @@ class Agent:
     def _begin_stop(self, why: str) -> None:
         if self._stopping:
             return
-        self._stopping = True
+        self._stopping = self._sync.stopping = True
         log.info("stopping supervisor reason=%s; pods keep running", why)
         self._notifier.send("STOPPING=1")
         self._children.stop_all()

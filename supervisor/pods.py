@@ -47,7 +47,7 @@ class SourceChange:
 class Pods:
     def __init__(self, host_ip: str, expected_sources: Iterable[str], probes: ProbeResults) -> None:
         self.entries: dict[str, PodEntry] = {}
-        self._host_ip = host_ip
+        self.host_ip = host_ip
         self._probes = probes
         self._unseen_sources = set(expected_sources)
         self._owner_of: dict[str, str] = {}  # runtime object id -> pod uid
@@ -185,7 +185,7 @@ class Pods:
             entry.pod,
             entry.runtime,
             entry.waiting,
-            self._host_ip,
+            self.host_ip,
             entry.first_seen,
             previous,
             self._probes,

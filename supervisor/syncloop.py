@@ -1,0 +1,248 @@
+"""The syncLoop's pod side: sources in, pod workers out, results folded back.
+
+Owned by the supervisor's loop thread. ``SyncLoop`` turns what the workers report
+(pod sets from the sources, PLEG events, probe results) into pod syncs and
+terminations on the pod workers, folds each sync's result into the pods' status
+(published at once: no relist tax), requeues pods (backoff, activeDeadlineSeconds,
+``syncFrequency``), and every ``HOUSEKEEPING_S`` terminates orphans: sandboxes no
+source wants, once every source has spoken.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pkletd.ipc.cri import CriError, CriRuntime
+from pkletd.ipc.messages import (
+    Message,
+    PodForgotten,
+    PodLifecycleEvent,
+    PodsListed,
+    PodStatusUpdated,
+    ProbeMetrics,
+    ProbeResult,
+)
+from pkletd.ipc.podspec import Pod
+from pkletd.supervisor import admission
+from pkletd.supervisor.events import EventRecorder, Reason
+from pkletd.supervisor.pods import Pods
+from pkletd.supervisor.podsync import PodSyncer, SyncOptions, SyncResult
+from pkletd.supervisor.podworkers import PodWorkers
+from pkletd.supervisor.proberesults import ProbeResults
+
+log = logging.getLogger(__name__)
+
+HOUSEKEEPING_S = 2.0
+DEADLINE_EXCEEDED = "DeadlineExceeded"
+DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
+PROBE_RESULT_TTL_S = 10.0  # an older result is history, not a reason to act
+
+Publish = Callable[[Message], object]
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """What the sync loop works with; built by the supervisor."""
+
+    runtime: CriRuntime
+    syncer: PodSyncer
+    pod_workers: PodWorkers
+    pods: Pods
+    probes: ProbeResults
+    events: EventRecorder
+    admitter: admission.Admitter
+    sync_frequency: float
+
+
+class SyncLoop:
+    def __init__(self, parts: Parts, publish: Publish) -> None:
+        self._runtime = parts.runtime
+        self._syncer = parts.syncer
+        self._pod_workers = parts.pod_workers
+        self._pods = parts.pods
+        self._probes = parts.probes
+        self._events = parts.events
+        self._admitter = parts.admitter
+        self._sync_frequency = parts.sync_frequency
+        self._publish = publish
+        self._requeue: list[tuple[float, str]] = []
+        self._due: dict[str, float] = {}
+        self._terminating: set[str] = set()
+        self._next_housekeeping = 0.0
+        self.stopping = False
+        self.runtime_ok = True
+
+    def tick(self, now: float) -> float:
+        """Requeued syncs and housekeeping that are due; the next deadline."""
+        next_requeue = self.run_requeues(now)
+        if now >= self._next_housekeeping and not self.stopping:
+            self.housekeeping()
+            self._next_housekeeping = now + HOUSEKEEPING_S
+        return min(next_requeue, self._next_housekeeping)
+
+    def on_probe_metrics(self, message: ProbeMetrics) -> None:
+        self._probes.metrics = message.samples
+        self._publish(message)
+
+    def on_pod_workers(self) -> None:
+        for uid, outcome in self._pod_workers.completed():
+            self.on_sync_done(uid, outcome)
+
+    def status(self) -> dict[str, Any]:
+        return {"pods": self._pods.summary(), "events": self._events.recent()}
+
+    def on_pods_listed(self, message: PodsListed) -> None:
+        change = self._pods.set_source(message.source, message.pods)
+        for pod in change.sync:
+            if self._pods.admitted(pod.uid) or self._admit(pod):
+                self._sync(pod)
+        for pod in change.terminate:
+            self._terminate(pod.uid, pod, pod.grace_period_s)
+
+    def _admit(self, pod: Pod) -> bool:
+        rejection = self._admitter.admit(pod, self._pods.active())
+        if rejection is None:
+            self._pods.admit(pod.uid)
+            return True
+        self._events.warning(pod.full_name, rejection.reason, rejection.message)
+        api_pod = self._pods.reject(pod.uid, rejection.reason.value, rejection.message)
+        if api_pod is not None:
+            self._publish(PodStatusUpdated(api_pod))
+        return False
+
+    def on_lifecycle_event(self, event: PodLifecycleEvent) -> None:
+        uid = event.pod_uid or self._pods.owner(event.object_id)
+        pod = self._pods.get(uid)
+        if pod is not None and not self._pods.already_seen(uid, event):
+            self._sync(pod)
+        elif uid and self._pods.sources_ready and uid not in self._terminating:
+            self._terminate(uid, None, None)
+
+    def on_probe_result(self, result: ProbeResult, sent_at: float) -> None:
+        """Act on a probe's new state, if it is fresh and about the running container."""
+        pod = self._pods.get(result.pod_uid)
+        if pod is None or time.monotonic() - sent_at > PROBE_RESULT_TTL_S:
+            return
+        if self._pods.running_id(result.pod_uid, result.container) != result.container_id:
+            return  # about a container that is gone or replaced
+        if not self._probes.record(result):
+            return
+        kind = result.probe.capitalize()
+        if result.result == "failure":
+            self._events.warning(
+                pod.full_name, Reason.UNHEALTHY, f"{kind} probe failed: {result.output}"
+            )
+        if result.result == "failure" and result.probe in ("liveness", "startup"):
+            self._kill_unhealthy(pod, result)
+            return
+        if result.probe == "startup":
+            self._sync(pod)  # a started sidecar lets the next init container go
+        api_pod = self._pods.refresh(pod.uid)
+        if api_pod is not None:
+            self._publish(PodStatusUpdated(api_pod))
+
+    def _kill_unhealthy(self, pod: Pod, result: ProbeResult) -> None:
+        container = next((c for c in pod.containers if c.name == result.container), None)
+        if container is None:
+            return
+        probe = container.probe(result.probe)
+        grace = pod.grace_period_s
+        if probe is not None and probe.termination_grace_s is not None:
+            grace = probe.termination_grace_s
+        self._events.normal(
+            pod.full_name,
+            Reason.KILLING,
+            f"Container {container.name} failed {result.probe} probe, will be restarted",
+        )
+        self._syncer.request_kill(pod.uid, result.container_id, grace)
+        self._sync(pod)
+
+    def _sync(self, pod: Pod) -> None:
+        options = SyncOptions(self._probes.passed_startup(pod.uid), self._deadline_passed(pod))
+        self._pod_workers.update(pod.uid, lambda: self._syncer.sync(pod, options))
+
+    def _deadline_passed(self, pod: Pod) -> bool:
+        """activeDeadlineSeconds: past it, the pod fails and its containers stop."""
+        left = self._pods.deadline_left(pod.uid)
+        if left is None or left > 0:
+            return False
+        if self._pods.fail(pod.uid, DEADLINE_EXCEEDED, DEADLINE_MESSAGE):
+            self._events.normal(pod.full_name, Reason.DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
+        return True
+
+    def _terminate(self, uid: str, pod: Pod | None, grace: int | None) -> None:
+        self._terminating.add(uid)
+        self._pod_workers.update(uid, lambda: self._syncer.terminate(uid, pod, grace))
+
+    def on_sync_done(self, uid: str, outcome: SyncResult | BaseException) -> None:
+        if isinstance(outcome, BaseException):
+            log.error("pod sync failed uid=%s error=%s", uid, outcome)
+            self._schedule(uid, 10.0)
+            return
+        if outcome.terminated:
+            self._terminating.discard(uid)
+            self._syncer.forget(uid)
+            self._probes.forget(uid)
+            self._admitter.forget(uid)
+            if self._pods.forget(uid):
+                self._publish(PodForgotten(uid))
+            else:
+                self._schedule(uid, 0.0)  # it came back while we were stopping it
+            return
+        api_pod = self._pods.record(outcome)
+        if api_pod is not None:
+            self._publish(PodStatusUpdated(api_pod, outcome.runtime.objects()))
+        delays = [self._sync_frequency]
+        if outcome.retry_in is not None:
+            delays.append(outcome.retry_in)
+        left = self._pods.deadline_left(uid)
+        if left is not None and left > 0:
+            delays.append(left)
+        self._schedule(uid, min(delays))
+
+    def _schedule(self, uid: str, delay: float) -> None:
+        due = time.monotonic() + delay
+        if self._due.get(uid, float("inf")) <= due:
+            return
+        self._due[uid] = due
+        heapq.heappush(self._requeue, (due, uid))
+
+    def run_requeues(self, now: float) -> float:
+        while self._requeue and self._requeue[0][0] <= now:
+            due, uid = heapq.heappop(self._requeue)
+            if self._due.get(uid) != due:
+                continue
+            del self._due[uid]
+            pod = self._pods.get(uid)
+            if pod is not None and not self.stopping:
+                self._sync(pod)
+        return self._requeue[0][0] if self._requeue else now + 60.0
+
+    def housekeeping(self) -> None:
+        """Terminate pods the runtime runs that no source wants (after every source spoke)."""
+        try:
+            sandboxes = self._runtime.list_sandboxes()
+            self.runtime_ok = True
+        except CriError as exc:
+            log.error("housekeeping: runtime list failed error=%s", exc)
+            self.runtime_ok = False
+            return
+        if not self._pods.sources_ready:
+            return
+        for sandbox in sandboxes:
+            uid = sandbox.uid
+            if (
+                uid
+                and self._pods.get(uid) is None
+                and uid not in self._terminating
+                and not self._pod_workers.busy(uid)
+            ):
+                log.info(
+                    "orphaned pod found pod=%s/%s uid=%s", sandbox.namespace, sandbox.name, uid
+                )
+                self._terminate(uid, None, None)
