@@ -86,14 +86,21 @@ def format_status(status: dict[str, Any]) -> str:
     lines.append("")
     rows = [("POD", "PHASE", "CONTAINERS")]
     for p in status["pods"]:
-        containers = ", ".join(
-            f"{c['name']}={c['state']}"
-            + (f" (restarts {c['restart_count']})" if c["restart_count"] else "")
-            for c in p["containers"]
-        )
+        containers = ", ".join(_container_cell(c) for c in p["containers"])
         rows.append((f"{p['namespace']}/{p['name']}", p["phase"], containers or "-"))
     lines += _table(rows)
     return "\n".join(lines)
+
+
+def _container_cell(container: dict[str, Any]) -> str:
+    """``name=state``, then what an operator should notice: not ready, restarts."""
+    notes = []
+    if container["state"] == "running" and not container.get("ready", True):
+        notes.append("not ready")
+    if container["restart_count"]:
+        notes.append(f"restarts {container['restart_count']}")
+    cell = f"{container['name']}={container['state']}"
+    return f"{cell} ({', '.join(notes)})" if notes else cell
 
 
 def _table(rows: list[tuple[str, ...]]) -> list[str]:

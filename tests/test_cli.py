@@ -1,0 +1,92 @@
+"""`pkletd status`: the table an operator reads, and the JSON scripts read."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pkletd.supervisor.cli import format_status
+
+from tests.e2e import Pkletd, pod_manifest
+
+STATUS = {
+    "workers": [
+        {
+            "name": "pleg",
+            "pid": 42,
+            "state": "running",
+            "restarts": 1,
+            "uptime_s": 75.2,
+            "last_exit": "killed by SIGKILL; not expected",
+        },
+        {
+            "name": "prober",
+            "pid": 0,
+            "state": "backoff",
+            "restarts": 5,
+            "uptime_s": 0,
+            "last_exit": "exit status 1; not expected",
+        },
+    ],
+    "pods": [
+        {
+            "namespace": "default",
+            "name": "web-node",
+            "uid": "u",
+            "phase": "Running",
+            "containers": [
+                {
+                    "name": "httpd",
+                    "state": "running",
+                    "ready": False,
+                    "restart_count": 2,
+                    "container_id": "c",
+                    "probes": {},
+                },
+                {
+                    "name": "side",
+                    "state": "CrashLoopBackOff",
+                    "ready": False,
+                    "restart_count": 0,
+                    "container_id": "d",
+                    "probes": {},
+                },
+            ],
+        },
+    ],
+}
+
+
+def test_table_shows_workers_and_pods() -> None:
+    lines = format_status(STATUS).splitlines()
+    assert lines[0].split() == ["WORKER", "PID", "STATE", "RESTARTS", "UPTIME", "LAST", "EXIT"]
+    assert lines[1].split()[:5] == ["pleg", "42", "running", "1", "1m15s"]
+    assert lines[1].endswith("killed by SIGKILL; not expected")
+    assert lines[2].split()[:5] == ["prober", "-", "backoff", "5", "-"]
+    pod_line = lines[-1]
+    assert pod_line.startswith("default/web-node")
+    assert "httpd=running (not ready, restarts 2), side=CrashLoopBackOff" in pod_line
+
+
+@pytest.mark.slow
+def test_status_json_has_the_documented_shape(pkletd: Pkletd) -> None:
+    pkletd.put("shape", pod_manifest("shape"))
+    pkletd.start()
+    pkletd.wait_running("shape")
+    result = pkletd.cli("status", "--json")
+    assert result.returncode == 0
+    status = json.loads(result.stdout)
+    assert {"workers", "pods", "events"} <= status.keys()
+    assert set(status["workers"][0]) == {
+        "name",
+        "pid",
+        "state",
+        "restarts",
+        "uptime_s",
+        "last_exit",
+    }
+    pod = status["pods"][0]
+    assert {"namespace", "name", "uid", "phase", "containers"} <= pod.keys()
+    assert {"name", "state", "restart_count", "container_id"} <= pod["containers"][0].keys()
+    table = pkletd.cli("status")
+    assert table.returncode == 0 and "default/shape-testnode  Running  c0=running" in table.stdout
