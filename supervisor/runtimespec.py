@@ -3,7 +3,9 @@
 The labels and annotations are the kubelet's (``pkg/kubelet/kuberuntime/labels.go``),
 so ``crictl`` and other tools read pkletd's pods, and a restarted parent finds its
 own pods by them. Log paths are the kubelet's:
-``<podLogsDir>/<namespace>_<name>_<uid>/<container>/<restartCount>.log``.
+``<podLogsDir>/<namespace>_<name>_<uid>/<container>/<restartCount>.log``. The sandbox's
+cgroup parent is the pod's cgroup (``cgroups``); a container's resources come from
+``resources``.
 """
 
 from __future__ import annotations

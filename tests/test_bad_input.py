@@ -10,6 +10,7 @@ import urllib.request
 import msgpack
 import pytest
 import zmq
+from pkletd.ipc.messages import SCHEMA_VERSION
 
 from tests.e2e import PKLETD, Pkletd, pod_manifest, wait_for
 
@@ -124,8 +125,8 @@ def test_garbage_on_the_bus_and_control_socket_is_dropped(pkletd: Pkletd) -> Non
         dealer.setsockopt(zmq.IDENTITY, b"pleg/1")
         dealer.connect(f"ipc://{pkletd.run_dir}/bus.sock")
         dealer.send(b"\xc1 not msgpack")
-        dealer.send(msgpack.packb([1, "NoSuchKind", "pleg", 1, 0.0, {}]))
-        dealer.send(msgpack.packb([1, "Heartbeat", "pleg", 1, 0.0, {"worker": 7}]))
+        dealer.send(msgpack.packb([SCHEMA_VERSION, "NoSuchKind", "pleg", 1, 0.0, {}]))
+        dealer.send(msgpack.packb([SCHEMA_VERSION, "Heartbeat", "pleg", 1, 0.0, {"worker": 7}]))
         dealer.close()
     finally:
         ctx.term()

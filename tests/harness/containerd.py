@@ -17,7 +17,8 @@ and its host-local IPAM state in ``/run/pkletd-harness/cni-ipam`` (so two
 instances never hand out the same pod IP), and the shim socket directory
 ``/run/containerd/s``, which containerd 1.6 hard-codes (names there are hashed
 from our socket address, so they do not collide). Pods without a cgroup parent
-land in the ``k8s.io`` cgroup, removed by ``stop()`` once empty.
+land in the ``k8s.io`` cgroup, removed by ``stop()`` once empty; pkletd's pods are under
+the shared ``/kubepods``, and ``remove_all_pods`` removes the cgroups of the pods it removes.
 
 CLI, from the repository root::
 
@@ -68,6 +69,7 @@ POD_SUBNET = "10.88.0.0/16"
 # and subnet, so they must not hand out the same address); tmpfs, like the bridge.
 CNI_IPAM_DIR = Path("/run/pkletd-harness/cni-ipam")
 SHIM_SOCKET_DIR = Path("/run/containerd/s")
+POD_CGROUP_PARENTS = ("kubepods", "kubepods/burstable", "kubepods/besteffort")  # pkletd's
 APT_PACKAGES = ("containerd", "runc", "containernetworking-plugins", "catatonit", "busybox-static")
 
 START_TIMEOUT = 60.0
@@ -190,7 +192,9 @@ def _unless_gone(call: Callable[..., Any], request: Any, timeout: float) -> None
 
 
 def remove_all_pods(address: str, timeout: float = 60.0) -> None:
-    """Stop and remove every container and pod sandbox; raise if any is left."""
+    """Stop and remove every container and pod sandbox, and the pods' (empty) pod cgroups;
+    raise if a container or sandbox is left."""
+    uids: set[str] = set()
     with cri_channel(address) as channel:
         rt = runtime_service(channel)
         for ctr in rt.ListContainers(api_pb2.ListContainersRequest(), timeout=30).containers:
@@ -199,12 +203,18 @@ def remove_all_pods(address: str, timeout: float = 60.0) -> None:
             remove = api_pb2.RemoveContainerRequest(container_id=ctr.id)
             _unless_gone(rt.RemoveContainer, remove, timeout)
         for pod in rt.ListPodSandbox(api_pb2.ListPodSandboxRequest(), timeout=30).items:
+            uids.add(pod.metadata.uid)
             _unless_gone(
                 rt.StopPodSandbox, api_pb2.StopPodSandboxRequest(pod_sandbox_id=pod.id), timeout
             )
             _unless_gone(
                 rt.RemovePodSandbox, api_pb2.RemovePodSandboxRequest(pod_sandbox_id=pod.id), timeout
             )
+    # pkletd removes a pod's cgroup when it terminates the pod; these were removed behind
+    # its back (a stopped pkletd leaves its pods running). By uid: other daemons' are not ours.
+    for uid in sorted(u for u in uids if u):
+        for parent in POD_CGROUP_PARENTS:
+            remove_empty_cgroups(f"{parent}/pod{uid}")
     left = [p.id for p in list_pod_sandboxes(address)] + [c.id for c in list_containers(address)]
     if left:
         raise HarnessError(f"pods/containers still present after cleanup: {', '.join(left)}")
