@@ -245,7 +245,9 @@ class Pkletd:
 
 
 def dump_logs(agent: Pkletd) -> None:
-    for path in sorted(agent.log_dir.glob("*.log")):
+    for path in [agent.base / "stderr.log", *sorted(agent.log_dir.glob("*.log"))]:
+        if not path.exists():
+            continue
         sys.stderr.write(f"==== {path.name}\n{path.read_text()[-4000:]}\n")
 
 
