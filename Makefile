@@ -37,7 +37,7 @@ test: install deps lint typecheck
 	$(BIN)/pytest -q
 
 bench: install deps
-	$(BIN)/python tests/bench.py
+	$(BIN)/python -m tests.bench
 
 run: install deps
 	$(BIN)/python tests/harness/containerd.py up --dir $(CTR_DIR)

@@ -118,8 +118,9 @@ class SyncLoop:
     def on_lifecycle_event(self, event: PodLifecycleEvent) -> None:
         uid = event.pod_uid or self._pods.owner(event.object_id)
         pod = self._pods.get(uid)
-        if pod is not None and not self._pods.already_seen(uid, event):
-            self._sync(pod)
+        if pod is not None:
+            if not self._pods.already_seen(uid, event):
+                self._sync(pod)
         elif uid and self._pods.sources_ready and uid not in self._terminating:
             self._terminate(uid, None, None)
 

@@ -1,0 +1,34 @@
+"""pkletd benchmarks, each figure beside a baseline measured in the same run.
+
+Run from the repository root (``make bench``)::
+
+    .venv/bin/python -m tests.bench [--pods N] [--rounds R] [--kills K] [--poll-ms MS]
+        [--mix-pods N] [--mix-rounds R] [--probe-pods N] [--probe-window S] [--keep]
+
+It starts a private containerd of its own at ``/tmp/pkletd-ctr-bench`` (stopped
+at the end, also on failure), prints one human-readable line per figure, and as
+the last line of stdout one JSON object with every figure (flat keys, seconds
+and MB) and ``targets_met``, for scripts. Progress goes to stderr. The exit
+status is non-zero only when the bench itself fails (e.g. pkletd started a pod
+twice), not when a target is missed: misses are flagged in the output.
+
+Figures, one module each (their docstrings say how each is measured):
+
+1. ``startup``: pod start-up, pkletd against the raw CRI floor (``floor``).
+2. ``restarts``: worker restart after SIGKILL, against a cold import.
+3. ``status``: ``pkletd status`` wall time, against ``python -c pass``.
+4. ``memory``: PSS of pkletd's processes, against one python with its imports.
+5. ``podmix``: start-up of pods with init containers, against the CRI floor.
+6. ``proberload``: the prober's CPU, lateness and kept periods under 110 pods'
+   probes (``probestats``, ``proberwhy``), against a minimal probe loop.
+
+Figures 2-4 use the pods of figure 1's last pkletd run; 5 and 6 start from an
+empty runtime with pkletd instances of their own. ``common`` holds what they
+share (CPU accounting, the bench's pkletd, cleanup, the bytecode cache).
+
+Targets: start-up totals (plain and pod mix) within 1.3x the floor, restart
+medians under 0.1 s, status under 100 ms, PSS under 200 MB, prober under 15% of
+one core with p99 lateness under 100 ms and every period kept. The whole run
+takes about 6-8 minutes on a 2-core machine. Everything is stopped and cleaned
+at the end: pkletd, all pods, the bench containerd.
+"""

@@ -1,0 +1,137 @@
+"""``python -m tests.bench``: arguments, the figures in order, the final JSON line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.bench import __doc__ as PACKAGE_DOC
+from tests.bench import memory, podmix, proberload, restarts, startup, status
+from tests.bench.common import (
+    PARALLELISM,
+    Context,
+    bytecode_cache,
+    clean_runtime,
+    progress,
+)
+from tests.e2e import dump_logs
+from tests.harness.containerd import PrivateContainerd, ensure_installed
+
+BENCH_CONTAINERD_DIR = Path("/tmp/pkletd-ctr-bench")
+STATUS_POLL_MS = 10.0
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(PACKAGE_DOC or "").split("\n", 1)[0])
+    parser.add_argument("--pods", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=2, help="floor/pkletd start-up rounds")
+    parser.add_argument(
+        "--kills", type=int, default=5, help="SIGKILLs per worker (each waits ~10 s)"
+    )
+    parser.add_argument("--parallelism", type=int, default=PARALLELISM)
+    parser.add_argument(
+        "--poll-ms",
+        type=float,
+        default=STATUS_POLL_MS,
+        help="status poll period during start-up (and the floor's init exit poll)",
+    )
+    parser.add_argument(
+        "--floor-shape",
+        choices=("pkletd", "minimal"),
+        default="pkletd",
+        help="the floor's requests: pkletd's own (read back), or the minimal hand-built ones",
+    )
+    parser.add_argument("--mix-pods", type=int, default=100, help="pods of the pod-mix figure")
+    parser.add_argument("--mix-rounds", type=int, default=1, help="floor/pkletd pod-mix rounds")
+    parser.add_argument("--probe-pods", type=int, default=110, help="pods of the prober figure")
+    parser.add_argument(
+        "--probe-window", type=float, default=30.0, help="prober measurement window, seconds"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep pkletd's temp dirs (logs)")
+    return parser.parse_args(argv)
+
+
+def bench(ctx: Context) -> None:
+    ctx.figures["targets_met"] = {}
+    took: dict[str, float] = ctx.figures.setdefault("section_seconds", {})
+
+    def run(name: str, section: Callable[[Context], None]) -> None:
+        t0 = time.monotonic()
+        section(ctx)
+        took[name] = time.monotonic() - t0
+        progress(f"{name}: {took[name]:.0f} s")
+
+    try:
+        run("startup", startup.section)  # leaves its last pkletd running, with its pods
+        run("restarts", restarts.section)
+        run("status", status.section)
+        run("memory", memory.section)
+        ctx.drop_agent()
+        clean_runtime(ctx.daemon.address)
+        run("podmix", podmix.section)
+        run("proberload", proberload.section)
+    except BaseException:
+        if ctx.agent is not None:
+            dump_logs(ctx.agent)
+            ctx.keep = True
+        raise
+    finally:
+        ctx.drop_agent()
+        shutil.rmtree(ctx.scratch, ignore_errors=True)
+
+
+def finite(value: Any) -> Any:
+    """``value`` with NaN and infinities as None, so the JSON line is strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite(v) for v in value]
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    ensure_installed()
+    daemon = PrivateContainerd(BENCH_CONTAINERD_DIR)
+    figures: dict[str, Any] = {}
+    code = 0
+    started = time.monotonic()
+    try:
+        progress(f"starting containerd under {BENCH_CONTAINERD_DIR}")
+        daemon.start()
+        clean_runtime(daemon.address)  # a reused daemon may hold pods of an aborted run
+        with bytecode_cache():
+            keep = args.keep or os.environ.get("PKLETD_KEEP_TMP") == "1"
+            scratch = Path(tempfile.mkdtemp(prefix="pk-bench-", dir="/tmp"))
+            bench(Context(daemon, args, figures, scratch, keep))
+    except BaseException as exc:
+        traceback.print_exc()
+        figures["error"] = f"{type(exc).__name__}: {exc}"
+        code = 1
+    finally:
+        try:
+            clean_runtime(daemon.address)
+            daemon.stop()
+        except Exception as exc:  # report, but keep the figures
+            traceback.print_exc()
+            figures.setdefault("error", f"stopping containerd: {exc}")
+            code = 1
+    figures["bench_seconds"] = time.monotonic() - started
+    print(json.dumps(finite(figures), sort_keys=True), flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
