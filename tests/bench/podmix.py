@@ -7,7 +7,7 @@
   requests read back from one pod pkletd started (sandbox, all four containers),
   parallelism 10, in the kubelet's order per pod: RunPodSandbox, then each init
   container CreateContainer + StartContainer and wait for it to exit
-  (ContainerStatus polled every ``--poll-ms``, 10 ms, from right after
+  (ContainerStatus polled every ``--poll-ms``, 50 ms, from right after
   StartContainer, with a deadline), then the two app containers. Per-pod
   latency: t0 -> its last StartContainer returned.
 * pkletd: as for figure 1, t0 -> the first status reply showing the pod Running

@@ -8,7 +8,7 @@ each (``tests.e2e.pod_manifest``, grace 1).
   ``tests.bench.floor``).
 * pkletd: ``pkletd start --pod-sync-parallelism 10``; once every worker is
   running, at t0 the manifests are written (tmp + rename, as fast as possible)
-  and the control socket's status is polled every ``--poll-ms`` (10) ms.
+  and the control socket's status is polled every ``--poll-ms`` (50) ms.
   Per-pod latency: t0 -> the first reply showing the pod Running with its
   containers running (the reply's arrival: at most a poll late).
 
