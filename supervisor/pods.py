@@ -160,6 +160,11 @@ class Pods:
         entry.failure = Waiting(reason, message)
         return True
 
+    def has_run(self, uid: str) -> bool:
+        """The pod has a sandbox already (its syncs are follow-ups, not first starts)."""
+        entry = self.entries.get(uid)
+        return entry is not None and entry.runtime is not None and bool(entry.runtime.sandboxes)
+
     def already_seen(self, uid: str, event: PodLifecycleEvent) -> bool:
         """The parent's own calls already showed this state (PLEG relisted in between)."""
         entry = self.entries.get(uid)

@@ -165,7 +165,8 @@ class SyncLoop:
 
     def _sync(self, pod: Pod) -> None:
         options = SyncOptions(self._probes.passed_startup(pod.uid), self._deadline_passed(pod))
-        self._pod_workers.update(pod.uid, lambda: self._syncer.sync(pod, options))
+        urgent = self._pods.has_run(pod.uid)  # a pod already running goes before new ones
+        self._pod_workers.update(pod.uid, lambda: self._syncer.sync(pod, options), urgent)
 
     def _deadline_passed(self, pod: Pod) -> bool:
         """activeDeadlineSeconds: past it, the pod fails and its containers stop."""
@@ -178,7 +179,7 @@ class SyncLoop:
 
     def _terminate(self, uid: str, pod: Pod | None, grace: int | None) -> None:
         self._terminating.add(uid)
-        self._pod_workers.update(uid, lambda: self._syncer.terminate(uid, pod, grace))
+        self._pod_workers.update(uid, lambda: self._syncer.terminate(uid, pod, grace), True)
 
     def on_sync_done(self, uid: str, outcome: SyncResult | BaseException) -> None:
         if isinstance(outcome, BaseException):

@@ -22,7 +22,7 @@ class RecordingWorkers:
     def __init__(self) -> None:
         self.updates: list[str] = []
 
-    def update(self, uid: str, work: Any) -> None:
+    def update(self, uid: str, work: Any, urgent: bool = False) -> None:
         self.updates.append(uid)
 
     def busy(self, uid: str) -> bool:
