@@ -10,17 +10,10 @@ import pytest
 from pkletd.workers.filesource import manifest_paths, read_manifest
 from pkletd.workers.manifests import ManifestError, apply_identity, file_origin
 
+from tests.unit_helpers import WEB_POD_YAML
+
 NODE = "node-a"
-YAML = """\
-apiVersion: v1
-kind: Pod
-metadata:
-  name: web
-spec:
-  containers:
-  - name: app
-    image: nginx:1.25
-"""
+YAML = WEB_POD_YAML
 
 
 def pod(**meta: Any) -> dict[str, Any]:

@@ -23,18 +23,11 @@ from pkletd.workers.httpsource import (
 )
 from pkletd.workers.manifests import ManifestError
 
+from tests.unit_helpers import WEB_POD_YAML
+
 NODE = "node-a"
 URL = "http://127.0.0.1:1/pods"
-POD_YAML = """\
-apiVersion: v1
-kind: Pod
-metadata:
-  name: web
-spec:
-  containers:
-  - name: app
-    image: nginx:1.25
-"""
+POD_YAML = WEB_POD_YAML
 
 
 def pod(name: str = "web", **meta: Any) -> dict[str, Any]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pkletd.ipc.podspec import Pod, parse_pod
 from pkletd.supervisor import qos
+
+from tests.unit_helpers import resource_pod
 
 GI = 2**30
 CAPACITY = 4 * GI
@@ -24,25 +25,7 @@ def res(requests: dict[str, Any] | None = None, limits: dict[str, Any] | None = 
 GUARANTEED = res(limits={"cpu": "1", "memory": "1Gi"})
 
 
-def pod(*containers: Any, init: tuple[Any, ...] = (), **spec: Any) -> Pod:
-    def entry(prefix: str, i: int, r: Any) -> dict[str, Any]:
-        c: dict[str, Any] = {"name": f"{prefix}{i}", "image": "busybox"}
-        if isinstance(r, tuple):  # (resources, restartPolicy) for a sidecar
-            r, c["restartPolicy"] = r
-        if r is not None:
-            c["resources"] = r
-        return c
-
-    return parse_pod(
-        {
-            "metadata": {"name": "p", "uid": "u1"},
-            "spec": {
-                "containers": [entry("c", i, r) for i, r in enumerate(containers)],
-                "initContainers": [entry("i", i, r) for i, r in enumerate(init)],
-                **spec,
-            },
-        }
-    )
+pod = resource_pod
 
 
 @pytest.mark.parametrize(

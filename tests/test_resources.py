@@ -9,32 +9,17 @@ from typing import Any
 
 import pytest
 from pkletd.ipc import cri
-from pkletd.ipc.podspec import InvalidPod, Pod, parse_pod
+from pkletd.ipc.podspec import InvalidPod, parse_pod
 from pkletd.supervisor import resources, runtimespec
 from pkletd.supervisor.resources import CgroupValues
+
+from tests.unit_helpers import resource_pod
 
 MI = 2**20
 GI = 2**30
 
 
-def pod(*containers: Any, init: tuple[Any, ...] = (), uid: str = "u1") -> Pod:
-    def entry(prefix: str, i: int, r: Any) -> dict[str, Any]:
-        c: dict[str, Any] = {"name": f"{prefix}{i}", "image": "busybox"}
-        if isinstance(r, tuple):  # (resources, restartPolicy) for a sidecar
-            r, c["restartPolicy"] = r
-        if r is not None:
-            c["resources"] = r
-        return c
-
-    return parse_pod(
-        {
-            "metadata": {"name": "p", "uid": uid},
-            "spec": {
-                "containers": [entry("c", i, r) for i, r in enumerate(containers)],
-                "initContainers": [entry("i", i, r) for i, r in enumerate(init)],
-            },
-        }
-    )
+pod = resource_pod
 
 
 def res(requests: dict[str, Any] | None = None, limits: dict[str, Any] | None = None) -> Any:

@@ -85,3 +85,39 @@ def runtime(*objects: SandboxInfo | ContainerInfo) -> PodRuntime:
     ctrs = [o for o in objects if isinstance(o, ContainerInfo)]
     ctrs.sort(key=lambda c: (c.attempt, c.created_at), reverse=True)
     return PodRuntime(UID, tuple(boxes), tuple(ctrs))
+
+
+def resource_pod(*containers: Any, init: tuple[Any, ...] = (), uid: str = "u1", **spec: Any) -> Pod:
+    """A pod whose containers carry the given ``resources`` (None: none); an init entry
+    given as ``(resources, "Always")`` is a sidecar."""
+
+    def entry(prefix: str, i: int, r: Any) -> dict[str, Any]:
+        c: dict[str, Any] = {"name": f"{prefix}{i}", "image": "busybox"}
+        if isinstance(r, tuple):
+            r, c["restartPolicy"] = r
+        if r is not None:
+            c["resources"] = r
+        return c
+
+    return parse_pod(
+        {
+            "metadata": {"name": "p", "uid": uid},
+            "spec": {
+                "containers": [entry("c", i, r) for i, r in enumerate(containers)],
+                "initContainers": [entry("i", i, r) for i, r in enumerate(init)],
+                **spec,
+            },
+        }
+    )
+
+
+WEB_POD_YAML = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  containers:
+  - name: app
+    image: nginx:1.25
+"""
