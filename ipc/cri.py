@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NewType
 
@@ -56,6 +56,15 @@ class CriError(RuntimeError):
     @property
     def not_found(self) -> bool:
         return self.code == "NOT_FOUND"
+
+
+def unless_gone(call: Callable[..., object], *args: object) -> None:
+    """Make a CRI call whose object may already be gone: NOT_FOUND is success."""
+    try:
+        call(*args)
+    except CriError as exc:
+        if not exc.not_found:
+            raise
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,13 +11,12 @@ sandbox.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 from pkletd.ipc import handlers
-from pkletd.ipc.cri import ContainerInfo, CriError, CriRuntime, SandboxState
+from pkletd.ipc.cri import ContainerInfo, CriRuntime, SandboxState, unless_gone
 from pkletd.ipc.podspec import Container, Pod
 from pkletd.supervisor.events import EventRecorder, Reason
 from pkletd.supervisor.podactions import PodRuntime
@@ -51,7 +50,7 @@ class Killer:
                 self.kill(pod, state, info, left)
         for sandbox in state.sandboxes:
             if sandbox.state is SandboxState.READY:
-                self._ignore_missing(functools.partial(self._runtime.stop_sandbox, sandbox.id))
+                unless_gone(self._runtime.stop_sandbox, sandbox.id)
 
     def kill_together(
         self, pod: Pod | None, state: PodRuntime, infos: list[ContainerInfo], grace_s: int
@@ -70,7 +69,7 @@ class Killer:
             grace_s = self._pre_stop(pod, state, spec, info, grace_s)
         if pod is not None:
             self._events.normal(pod.full_name, Reason.KILLING, f"Stopping container {info.name}")
-        self._ignore_missing(functools.partial(self._runtime.stop_container, info.id, grace_s))
+        unless_gone(self._runtime.stop_container, info.id, grace_s)
 
     def _pre_stop(
         self, pod: Pod, state: PodRuntime, spec: Container, info: ContainerInfo, grace_s: int
@@ -84,14 +83,6 @@ class Killer:
             message = f"PreStopHook failed: {outcome.output}"
             self._events.warning(pod.full_name, Reason.FAILED_PRE_STOP_HOOK, message)
         return max(MINIMUM_GRACE_S, grace_s - int(time.monotonic() - started))
-
-    def _ignore_missing(self, call: object) -> None:
-        assert callable(call)
-        try:
-            call()
-        except CriError as exc:
-            if not exc.not_found:
-                raise
 
 
 def _spec(pod: Pod | None, name: str) -> Container | None:

@@ -26,6 +26,7 @@ from pkletd.ipc.cri import (
     SandboxID,
     SandboxSpec,
     SandboxState,
+    unless_gone,
 )
 from pkletd.ipc.podspec import Container, Pod
 from pkletd.supervisor import backoff, runtimespec
@@ -201,21 +202,13 @@ class PodSyncer:
         self._killer.kill_pod(pod, state, grace)
         name = pod.full_name if pod is not None else uid
         for container in state.containers:
-            self._ignore_missing(self._runtime.remove_container, container.id)
+            unless_gone(self._runtime.remove_container, container.id)
         for sandbox in state.sandboxes:
-            self._ignore_missing(self._runtime.remove_sandbox, sandbox.id)
+            unless_gone(self._runtime.remove_sandbox, sandbox.id)
         self._setup.teardown(uid)
         self._cgroups.remove(uid)  # after its containers and sandboxes
         log.info("pod terminated pod=%s uid=%s", name, uid)
         return SyncResult(uid, PodRuntime(uid), terminated=True)
-
-    def _ignore_missing(self, call: object, *args: object) -> None:
-        assert callable(call)
-        try:
-            call(*args)
-        except CriError as exc:
-            if not exc.not_found:
-                raise
 
     def _sandbox_for(
         self, pod: Pod, state: PodRuntime, actions: Actions
@@ -364,4 +357,4 @@ class PodSyncer:
         for name in names:
             for old in state.instances(name)[1:]:
                 if old.state is not ContainerState.RUNNING:
-                    self._ignore_missing(self._runtime.remove_container, ContainerID(old.id))
+                    unless_gone(self._runtime.remove_container, ContainerID(old.id))
