@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import grpc
 import pytest
 from cri_api.v1 import api_pb2
 
@@ -45,10 +46,15 @@ def cri_containers(agent: Pkletd, name: str) -> dict[str, Any]:
         listed = rt.ListContainers(api_pb2.ListContainersRequest(), timeout=30).containers
         found: dict[str, Any] = {}
         for c in sorted(listed, key=lambda c: c.created_at):
-            if c.labels.get("io.kubernetes.pod.name") == full:
+            if c.labels.get("io.kubernetes.pod.name") != full:
+                continue
+            try:
                 found[c.metadata.name] = rt.ContainerStatus(
                     api_pb2.ContainerStatusRequest(container_id=c.id), timeout=30
                 ).status
+            except grpc.RpcError as exc:  # pkletd removed an old instance since the list
+                if exc.code() != grpc.StatusCode.NOT_FOUND:
+                    raise
     return found
 
 
