@@ -74,9 +74,10 @@ def pod_dirs(uid: str) -> list[Path]:
 
 
 def uid_of(agent: Pkletd, name: str) -> str:
-    found = api_pod(agent, name)
+    # From the supervisor itself: /pods is the http worker's copy and may lag a moment.
+    found = agent.pod(name)
     assert found is not None
-    return str(found["metadata"]["uid"])
+    return str(found["uid"])
 
 
 def memory_capacity() -> int:
