@@ -201,6 +201,15 @@ class ContainerInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class ImageInfo:
+    """An image the runtime has: its id, and the user it runs as (uid, or None and a name)."""
+
+    id: str
+    uid: int | None
+    username: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ExecResult:
     exit_code: int
     stdout: bytes
@@ -265,21 +274,23 @@ class CriRuntime:
             message=s.message,
         )
 
-    def image_ref(self, image: str) -> str:
-        """The image's id if the runtime has it, else ""."""
-        request = pb.ImageStatusRequest(image=pb.ImageSpec(image=image))
-        reply = self._call(self._images, "ImageStatus", request, f"image={image}")
-        return str(reply.image.id) if reply.HasField("image") else ""
+    def container_state(self, container_id: ContainerID) -> ContainerState:
+        request = pb.ContainerStatusRequest(container_id=container_id)
+        reply = self._call(self._runtime, "ContainerStatus", request, f"container={container_id}")
+        return _CONTAINER_STATES.get(reply.status.state, ContainerState.UNKNOWN)
 
-    def image_user(self, image: str) -> tuple[int | None, str]:
-        """The image's user: (uid, "") if numeric, (None, name) if a name, else (0, "")."""
+    def image_status(self, image: str) -> ImageInfo | None:
+        """The image if the runtime has it, else None."""
         request = pb.ImageStatusRequest(image=pb.ImageSpec(image=image))
         reply = self._call(self._images, "ImageStatus", request, f"image={image}")
-        if reply.HasField("image") and reply.image.HasField("uid"):
-            return int(reply.image.uid.value), ""
-        if reply.HasField("image") and reply.image.username:
-            return None, str(reply.image.username)
-        return 0, ""  # neither: the kubelet treats the image as running as root
+        if not reply.HasField("image"):
+            return None
+        found = reply.image
+        if found.HasField("uid"):
+            return ImageInfo(found.id, int(found.uid.value))
+        if found.username:
+            return ImageInfo(found.id, None, found.username)
+        return ImageInfo(found.id, 0)  # neither: the kubelet treats the image as running as root
 
     def exec_sync(self, container_id: str, command: tuple[str, ...], timeout_s: int) -> ExecResult:
         """Run a command in a container and wait (an exec probe's way in)."""
@@ -304,12 +315,11 @@ class CriRuntime:
         request = pb.ReopenContainerLogRequest(container_id=container_id)
         self._call(self._runtime, "ReopenContainerLog", request, f"container={container_id}")
 
-    def pull_image(self, image: str, sandbox: SandboxSpec) -> str:
+    def pull_image(self, image: str, sandbox: SandboxSpec) -> None:
         request = pb.PullImageRequest(
             image=pb.ImageSpec(image=image), sandbox_config=_sandbox_config(sandbox)
         )
-        reply = self._call(self._images, "PullImage", request, f"image={image}")
-        return str(reply.image_ref)
+        self._call(self._images, "PullImage", request, f"image={image}")
 
     def run_sandbox(self, spec: SandboxSpec) -> SandboxID:
         request = pb.RunPodSandboxRequest(config=_sandbox_config(spec))

@@ -115,8 +115,8 @@ class Agent:
             self._runtime,
             Path(config.pod_logs_dir),
             events,
-            setup=PodSetup(node, self._runtime),
-            cgroups=PodCgroups.host(config.pod_pids_limit).start(),
+            PodSetup(node),
+            PodCgroups.host(config.pod_pids_limit).start(),
         )
         return Parts(
             runtime=self._runtime,

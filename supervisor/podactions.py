@@ -74,6 +74,10 @@ class Actions:
     start: tuple[Container, ...] = ()
     init_failed: bool = False
 
+    @property
+    def idle(self) -> bool:
+        return not (self.kill_pod or self.create_sandbox or self.kill or self.start)
+
 
 @dataclass(frozen=True, slots=True)
 class InitProgress:

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
 
-from pkletd.ipc.cri import ContainerSpec, CriRuntime, SandboxID
+from pkletd.ipc.cri import ContainerSpec, ImageInfo
 from pkletd.ipc.podspec import Container, Pod
 from pkletd.supervisor import envvars, securitycontext
 from pkletd.supervisor.envvars import ConfigError
@@ -36,14 +35,9 @@ class Blocked:
 
 
 class PodSetup:
-    def __init__(self, node: NodeInfo, runtime: CriRuntime) -> None:
+    def __init__(self, node: NodeInfo) -> None:
         self.node = node
-        self._runtime = runtime
         self.volumes = PodVolumes(node)
-
-    @classmethod
-    def default(cls, runtime: CriRuntime, root_dir: Path = Path("/var/lib/kubelet")) -> PodSetup:
-        return cls(NodeInfo.detect("", ("127.0.0.1",), root_dir), runtime)
 
     def blocked(self, pod: Pod) -> Blocked | None:
         """Set up the pod's volumes; what its containers wait with if one fails."""
@@ -60,14 +54,13 @@ class PodSetup:
         return (sandbox_ip,) if sandbox_ip else ()
 
     def container_spec(
-        self, pod: Pod, container: Container, spec: ContainerSpec, sandbox: SandboxID
+        self, pod: Pod, container: Container, spec: ContainerSpec, sandbox_ip: str, image: ImageInfo
     ) -> ContainerSpec:
         """The CRI spec with the pod's run options; ConfigError with the kubelet's message."""
-        sandbox_ip = "" if pod.host_network else self._runtime.sandbox_status(sandbox).ip
         env = envvars.make_env(pod, container, self.node, self.pod_ips(pod, sandbox_ip))
         command, args = envvars.expand_command(container, env)
         found = self.volumes.mounts(pod, container, env)
-        uid, username = self._runtime.image_user(container.image)
+        uid, username = image.uid, image.username
         refusal = securitycontext.verify_run_as_non_root(pod, container, uid, username)
         if refusal is not None:
             raise ConfigError(refusal)

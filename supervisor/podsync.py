@@ -1,10 +1,15 @@
 """Syncing one pod: read what the runtime has, decide, act, read again.
 
-``inspect`` gathers a pod's sandboxes and containers (the kubelet's PodStatus);
-``podactions.compute_actions`` decides what to kill and what to start;
-``PodSyncer`` carries the actions out
-through the CRI and returns the pod's runtime state as it is after its own calls,
-so the parent's cache is fresh without waiting for a relist.
+``podstate.PodInspector`` reads a pod's sandboxes and containers (the kubelet's
+PodStatus); ``podactions.compute_actions`` decides what to kill and what to
+start; ``PodSyncer`` carries the actions out through the CRI and returns the
+pod's runtime state as it is after its own calls, so the parent's cache is fresh
+without waiting for a relist.
+
+A sync goes round while its own steps let the pod go further: once a sidecar
+runs, or an init container it started has exited, the next container starts in
+the same sync. It waits up to a relist period for an init container it started
+to exit; a longer one is left to PLEG, as the kubelet leaves it.
 """
 
 from __future__ import annotations
@@ -23,9 +28,9 @@ from pkletd.ipc.cri import (
     ContainerState,
     CriError,
     CriRuntime,
+    ImageInfo,
     SandboxID,
     SandboxSpec,
-    SandboxState,
     unless_gone,
 )
 from pkletd.ipc.podspec import Container, Pod
@@ -37,11 +42,17 @@ from pkletd.supervisor.events import EventRecorder, Reason
 from pkletd.supervisor.killing import Killer, pod_address
 from pkletd.supervisor.podactions import Actions, PodRuntime, compute_actions
 from pkletd.supervisor.podsetup import CONFIG_ERROR, PodSetup
+from pkletd.supervisor.podstate import PodInspector
 
 log = logging.getLogger(__name__)
 
 # The kubelet gives a postStart exec no timeout of its own; bound it by a runtime request.
 POST_START_TIMEOUT_S = 120
+# How long one sync waits, in all, for init containers it started to exit: one
+# PLEG relist period, after which the relist would report an exit anyway. A bound
+# per sync, so a pod's status is not held back while its init containers run.
+INIT_EXIT_WAIT_S = 1.0
+INIT_EXIT_POLL_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,28 +70,21 @@ class SyncOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class PodSandbox:
+    """The sandbox a round's containers start in."""
+
+    id: SandboxID
+    spec: SandboxSpec
+    ip: str  # "" for a hostNetwork pod
+
+
+@dataclass(frozen=True, slots=True)
 class SyncResult:
     uid: str
     runtime: PodRuntime
     waiting: Mapping[str, Waiting] = field(default_factory=dict)
     retry_in: float | None = None  # seconds until a backoff or a failed step may go again
     terminated: bool = False
-
-
-def inspect(runtime: CriRuntime, uid: str) -> PodRuntime:
-    sandboxes = sorted(runtime.list_sandboxes(uid), key=lambda s: s.created_at, reverse=True)
-    if sandboxes and sandboxes[0].state is SandboxState.READY:
-        sandboxes[0] = runtime.sandbox_status(sandboxes[0].id)
-    listed = runtime.list_containers(uid)
-    containers = []
-    for c in listed:
-        try:
-            containers.append(runtime.container_status(c))
-        except CriError as exc:
-            if not exc.not_found:
-                raise
-    containers.sort(key=lambda c: (c.attempt, c.created_at), reverse=True)
-    return PodRuntime(uid, tuple(sandboxes), tuple(containers))
 
 
 class PodSyncer:
@@ -91,13 +95,14 @@ class PodSyncer:
         runtime: CriRuntime,
         logs_root: Path,
         events: EventRecorder,
+        setup: PodSetup,
+        cgroups: PodCgroups,
         clock: Clock = time.time,
-        setup: PodSetup | None = None,
-        cgroups: PodCgroups | None = None,
     ) -> None:
         self._runtime = runtime
-        self._setup = setup if setup is not None else PodSetup.default(runtime)
-        self._cgroups = cgroups if cgroups is not None else PodCgroups.host().start()
+        self._inspector = PodInspector(runtime)
+        self._setup = setup
+        self._cgroups = cgroups
         self._logs_root = logs_root
         self._events = events
         self._killer = Killer(runtime, events)
@@ -118,21 +123,24 @@ class PodSyncer:
             return self._kills.pop(uid, {})
 
     def sync(self, pod: Pod, options: SyncOptions = SyncOptions()) -> SyncResult:
-        state = inspect(self._runtime, pod.uid)
+        state = self._inspector.inspect(pod.uid)
         if options.deadline_exceeded:
             self._killer.kill_pod(pod, state, pod.grace_period_s)
-            return SyncResult(pod.uid, inspect(self._runtime, pod.uid))
+            return SyncResult(pod.uid, self._inspector.inspect(pod.uid))
         state = self._kill_requested(pod, state)
         self._cgroups.track(pod)
         waiting: dict[str, Waiting] = {}
         retry: list[float] = []
-        # Starting a sidecar can let the next init container go at once: go round
-        # again rather than wait for PLEG to notice what we just did.
+        init_names = {c.name for c in pod.init_containers}
+        wait_until = time.monotonic() + INIT_EXIT_WAIT_S
         for _ in range(len(pod.init_containers) + 1):
             actions = compute_actions(pod, state, options.started)
-            progressed = self._act(pod, state, actions, waiting, retry)
-            state = inspect(self._runtime, pod.uid)
-            if not progressed:
+            if actions.idle:
+                break  # ``state`` is what the runtime has: nothing to read again
+            started = self._act(pod, state, actions, waiting, retry)
+            self._await_init_exit(pod, started, wait_until)
+            state = self._inspector.inspect(pod.uid)
+            if waiting or not started or not started.keys() <= init_names:
                 break
         self._remove_dead(state)
         return SyncResult(pod.uid, state, waiting, min(retry, default=None))
@@ -144,8 +152,8 @@ class PodSyncer:
         actions: Actions,
         waiting: dict[str, Waiting],
         retry: list[float],
-    ) -> bool:
-        """Carry out one round of actions; True if only running sidecars were added."""
+    ) -> dict[str, ContainerID]:
+        """Carry out one round of actions; the containers it started, by name."""
         if actions.kill_pod:
             self._killer.kill_pod(pod, state, pod.grace_period_s)
         for unwanted in actions.kill:
@@ -156,23 +164,45 @@ class PodSyncer:
             )
             self._killer.kill(pod, state, unwanted, pod.grace_period_s)
         if not actions.start:
-            return False
+            return {}
         blocked = self._setup.blocked(pod)  # volumes
         if blocked is not None:
             waiting.update(
                 {c.name: Waiting(blocked.reason, blocked.message) for c in actions.start}
             )
             retry.extend([blocked.retry_s] if blocked.retry_s is not None else [])
-            return False
+            return {}
         failure = self._cgroups.ensure(pod)  # the pod's cgroup, before its sandbox
         if failure is not None:
             waiting.update({c.name: Waiting("ContainerCreating", failure) for c in actions.start})
             retry.append(10.0)
-            return False
-        sandbox_id, spec = self._sandbox_for(pod, state, actions)
+            return {}
+        sandbox = self._sandbox_for(pod, state, actions)
+        started = {}
         for container in actions.start:
-            self._start(pod, container, state, sandbox_id, spec, waiting, retry)
-        return not waiting and all(c.sidecar for c in actions.start)
+            container_id = self._start(pod, container, state, sandbox, waiting, retry)
+            if container_id is not None:
+                started[container.name] = container_id
+        return started
+
+    def _await_init_exit(
+        self, pod: Pod, started: Mapping[str, ContainerID], deadline: float
+    ) -> None:
+        """Give an init container just started (not a sidecar) until ``deadline`` to finish."""
+        ids = [started[c.name] for c in pod.init_containers if c.name in started and not c.sidecar]
+        for container_id in ids:
+            while self._running(container_id):
+                if time.monotonic() >= deadline:
+                    return
+                time.sleep(INIT_EXIT_POLL_S)
+
+    def _running(self, container_id: ContainerID) -> bool:
+        try:
+            return self._runtime.container_state(container_id) is ContainerState.RUNNING
+        except CriError as exc:
+            if exc.not_found:
+                return False
+            raise
 
     def _kill_requested(self, pod: Pod, state: PodRuntime) -> PodRuntime:
         """Kill containers the prober condemned; the pod's state after."""
@@ -185,7 +215,7 @@ class PodSyncer:
                 container.name,
             )
             self._killer.kill(pod, state, container, kills[container.id])
-        return inspect(self._runtime, pod.uid) if doomed else state
+        return self._inspector.inspect(pod.uid) if doomed else state
 
     def forget(self, uid: str) -> None:
         self._backoff.forget_pod(uid)
@@ -194,10 +224,11 @@ class PodSyncer:
             k: v for k, v in self._pull_failed.items() if not k.startswith(f"{uid}/")
         }
         self._take_kills(uid)
+        self._inspector.forget(uid)
 
     def terminate(self, uid: str, pod: Pod | None, grace_s: int | None) -> SyncResult:
         """Stop and remove everything the runtime has for this pod (``pod`` None: an orphan)."""
-        state = inspect(self._runtime, uid)
+        state = self._inspector.inspect(uid)
         grace = state.grace_period() if grace_s is None else grace_s
         self._killer.kill_pod(pod, state, grace)
         name = pod.full_name if pod is not None else uid
@@ -210,14 +241,13 @@ class PodSyncer:
         log.info("pod terminated pod=%s uid=%s", name, uid)
         return SyncResult(uid, PodRuntime(uid), terminated=True)
 
-    def _sandbox_for(
-        self, pod: Pod, state: PodRuntime, actions: Actions
-    ) -> tuple[SandboxID, SandboxSpec]:
+    def _sandbox_for(self, pod: Pod, state: PodRuntime, actions: Actions) -> PodSandbox:
         spec = runtimespec.sandbox_spec(pod, actions.sandbox_attempt, self._logs_root)
         if not actions.create_sandbox:
             sandbox = state.sandbox()
             assert sandbox is not None
-            return sandbox.id, runtimespec.sandbox_spec(pod, sandbox.attempt, self._logs_root)
+            spec = runtimespec.sandbox_spec(pod, sandbox.attempt, self._logs_root)
+            return PodSandbox(sandbox.id, spec, sandbox.ip)
         Path(spec.log_directory).mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         sandbox_id = self._runtime.run_sandbox(spec)
@@ -228,18 +258,19 @@ class PodSyncer:
             sandbox_id[:13],
             (time.monotonic() - started) * 1000,
         )
-        return sandbox_id, spec
+        ip = "" if pod.host_network else self._runtime.sandbox_status(sandbox_id).ip
+        return PodSandbox(sandbox_id, spec, ip)
 
     def _start(
         self,
         pod: Pod,
         container: Container,
         state: PodRuntime,
-        sandbox_id: SandboxID,
-        sandbox: SandboxSpec,
+        sandbox: PodSandbox,
         waiting: dict[str, Waiting],
         retry: list[float],
-    ) -> None:
+    ) -> ContainerID | None:
+        """Start one container; its id, or None with why in ``waiting``."""
         previous = state.latest(container.name)
         restart_count = previous.attempt + 1 if previous is not None else 0
         if previous is not None and previous.state is not ContainerState.RUNNING:
@@ -252,7 +283,7 @@ class PodSyncer:
                 )
                 waiting[container.name] = Waiting("CrashLoopBackOff", message)
                 retry.append(wait)
-                return
+                return None
             self._backoff.restarted(key)
         pull_wait = self._pull_backoff(pod, container)
         if pull_wait > 0:
@@ -260,11 +291,13 @@ class PodSyncer:
                 "ImagePullBackOff", f'Back-off pulling image "{container.image}"'
             )
             retry.append(pull_wait)
-            return
-        failure = self._create_and_start(pod, container, restart_count, sandbox_id, sandbox)
-        if failure is not None:
-            waiting[container.name] = failure
+            return None
+        outcome = self._create_and_start(pod, container, restart_count, sandbox)
+        if isinstance(outcome, Waiting):
+            waiting[container.name] = outcome
             retry.append(10.0)
+            return None
+        return outcome
 
     def _pull_backoff(self, pod: Pod, container: Container) -> float:
         key = f"{pod.uid}/{container.image}"
@@ -276,11 +309,10 @@ class PodSyncer:
         pod: Pod,
         container: Container,
         restart_count: int,
-        sandbox_id: SandboxID,
-        sandbox: SandboxSpec,
-    ) -> Waiting | None:
+        sandbox: PodSandbox,
+    ) -> ContainerID | Waiting:
         try:
-            self._ensure_image(container, sandbox)
+            image = self._ensure_image(container, sandbox.spec)
         except CriError as exc:
             log.error(
                 "image pull failed pod=%s container=%s error=%s", pod.full_name, container.name, exc
@@ -293,14 +325,14 @@ class PodSyncer:
             return Waiting("ErrImageNeverPull", str(exc))
         spec = runtimespec.container_spec(pod, container, restart_count)
         try:
-            spec = self._setup.container_spec(pod, container, spec, sandbox_id)
+            spec = self._setup.container_spec(pod, container, spec, sandbox.ip, image)
         except ConfigError as exc:
             log.error(
                 "config failed pod=%s container=%s error=%s", pod.full_name, container.name, exc
             )
             return Waiting(CONFIG_ERROR, str(exc))
         try:
-            container_id = self._runtime.create_container(sandbox_id, spec, sandbox)
+            container_id = self._runtime.create_container(sandbox.id, spec, sandbox.spec)
         except CriError as exc:
             log.error(
                 "create failed pod=%s container=%s error=%s", pod.full_name, container.name, exc
@@ -321,15 +353,17 @@ class PodSyncer:
             container_id[:13],
         )
         if container.post_start is not None:
-            return self._post_start(pod, container, container_id)
-        return None
+            failure = self._post_start(pod, container, container_id)
+            if failure is not None:
+                return failure
+        return container_id
 
     def _post_start(
         self, pod: Pod, container: Container, container_id: ContainerID
     ) -> Waiting | None:
         """Run the postStart hook; on failure kill the container, as the kubelet does."""
         assert container.post_start is not None
-        state = inspect(self._runtime, pod.uid)
+        state = self._inspector.inspect(pod.uid)
         hook = dataclasses.replace(container.post_start, timeout_s=POST_START_TIMEOUT_S)
         target = handlers.Target(container, container_id, pod_address(pod, state))
         outcome = handlers.run(hook, target, self._runtime)
@@ -342,14 +376,20 @@ class PodSyncer:
             self._killer.kill(pod, state, info, pod.grace_period_s)
         return Waiting("PostStartHookError", message)
 
-    def _ensure_image(self, container: Container, sandbox: SandboxSpec) -> None:
-        if container.image_pull_policy != "Always" and self._runtime.image_ref(container.image):
-            return
+    def _ensure_image(self, container: Container, sandbox: SandboxSpec) -> ImageInfo:
+        if container.image_pull_policy != "Always":
+            present = self._runtime.image_status(container.image)
+            if present is not None:
+                return present
         if container.image_pull_policy == "Never":
             raise LookupError(
                 f'Container image "{container.image}" is not present with pull policy of Never'
             )
         self._runtime.pull_image(container.image, sandbox)
+        pulled = self._runtime.image_status(container.image)
+        if pulled is None:  # removed again at once (image GC): the next sync pulls again
+            raise CriError("ImageStatus", container.image, "NOT_FOUND", "image gone after pull")
+        return pulled
 
     def _remove_dead(self, state: PodRuntime) -> None:
         """Keep the newest dead instance of each container (for lastState); drop older ones."""

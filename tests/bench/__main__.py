@@ -28,6 +28,7 @@ from tests.e2e import dump_logs
 from tests.harness.containerd import PrivateContainerd, ensure_installed
 
 BENCH_CONTAINERD_DIR = Path("/tmp/pkletd-ctr-bench")
+STANDALONE = {"podmix": podmix.section, "proberload": proberload.section}
 STATUS_POLL_MS = 50  # each status request costs the supervisor ~2 ms with 100 pods: poll gently
 
 
@@ -58,6 +59,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--probe-window", type=float, default=30.0, help="prober measurement window, seconds"
     )
     parser.add_argument("--keep", action="store_true", help="keep pkletd's temp dirs (logs)")
+    parser.add_argument(
+        "--only",
+        choices=sorted(STANDALONE),
+        help="run just this figure (one that needs no other figure's pods)",
+    )
     return parser.parse_args(argv)
 
 
@@ -72,6 +78,9 @@ def bench(ctx: Context) -> None:
         progress(f"{name}: {took[name]:.0f} s")
 
     try:
+        if ctx.args.only:
+            run(ctx.args.only, STANDALONE[ctx.args.only])
+            return
         run("startup", startup.section)  # leaves its last pkletd running, with its pods
         run("restarts", restarts.section)
         run("status", status.section)
