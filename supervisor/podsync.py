@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 POST_START_TIMEOUT_S = 120
 # How long one sync waits, in all, for init containers it started to exit: one
 # PLEG relist period, after which the relist would report an exit anyway. A bound
-# per sync, so a pod's status is not held back while its init containers run.
+# per sync, so a pod's status is not held back long while its init containers run.
 INIT_EXIT_WAIT_S = 1.0
 INIT_EXIT_POLL_S = 0.05
 
@@ -132,13 +132,13 @@ class PodSyncer:
         waiting: dict[str, Waiting] = {}
         retry: list[float] = []
         init_names = {c.name for c in pod.init_containers}
-        wait_until = time.monotonic() + INIT_EXIT_WAIT_S
+        patience = INIT_EXIT_WAIT_S
         for _ in range(len(pod.init_containers) + 1):
             actions = compute_actions(pod, state, options.started)
             if actions.idle:
                 break  # ``state`` is what the runtime has: nothing to read again
             started = self._act(pod, state, actions, waiting, retry)
-            self._await_init_exit(pod, started, wait_until)
+            patience -= self._await_init_exit(pod, started, patience)
             state = self._inspector.inspect(pod.uid)
             if waiting or not started or not started.keys() <= init_names:
                 break
@@ -186,15 +186,16 @@ class PodSyncer:
         return started
 
     def _await_init_exit(
-        self, pod: Pod, started: Mapping[str, ContainerID], deadline: float
-    ) -> None:
-        """Give an init container just started (not a sidecar) until ``deadline`` to finish."""
+        self, pod: Pod, started: Mapping[str, ContainerID], patience: float
+    ) -> float:
+        """Give an init container just started (not a sidecar) up to ``patience`` seconds
+        to finish; the seconds waited."""
         ids = [started[c.name] for c in pod.init_containers if c.name in started and not c.sidecar]
+        began = time.monotonic()
         for container_id in ids:
-            while self._running(container_id):
-                if time.monotonic() >= deadline:
-                    return
+            while time.monotonic() - began < patience and self._running(container_id):
                 time.sleep(INIT_EXIT_POLL_S)
+        return time.monotonic() - began
 
     def _running(self, container_id: ContainerID) -> bool:
         try:

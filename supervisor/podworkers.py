@@ -2,13 +2,16 @@
 
 Each pod UID has at most one sync running, on one of ``pod_sync_parallelism``
 threads, and at most one waiting: a newer update replaces the waiting one, as the
-kubelet's podWorkers coalesce updates. Results come back to the loop thread
-through ``completed()``; the loop is woken through ``wake_fd``.
+kubelet's podWorkers coalesce updates. A thread takes a pod's latest update when
+it starts the sync, so a pod queued behind others runs what is wanted by then.
+Results come back to the loop thread, in order, through ``completed()``; the loop
+is woken through ``wake_fd``.
 
 Work is taken in priority order, then first come first served: a pod that already
 runs (its next init container, a restart, a termination) goes before the first
 sync of a pod that has nothing yet. When a hundred pods arrive at once, a pod's
-second step would otherwise wait behind every other pod's first one.
+second step would otherwise wait behind every other pod's first one. An update
+that arrives while the pod's sync runs is such a second step.
 """
 
 from __future__ import annotations
@@ -32,15 +35,17 @@ _STOP = 2
 
 @dataclass
 class _Line:
-    busy: bool = False
     waiting: Work | None = None
     urgent: bool = False
+    running: bool = False
+    ticket: int | None = None  # the queue entry that stands for this line now
 
 
 class PodWorkers:
     def __init__(self, parallelism: int) -> None:
         self._lines: dict[str, _Line] = {}
-        self._todo: queue.PriorityQueue[tuple[int, int, str, Work | None]] = queue.PriorityQueue()
+        self._lock = threading.Lock()  # the lines: the loop thread and the pod workers
+        self._todo: queue.PriorityQueue[tuple[int, int, str]] = queue.PriorityQueue()
         self._order = itertools.count()
         self._done: queue.SimpleQueue[tuple[str, SyncResult | BaseException]] = queue.SimpleQueue()
         self.wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
@@ -52,28 +57,42 @@ class PodWorkers:
             thread.start()
 
     def update(self, uid: str, work: Work, urgent: bool = False) -> None:
-        line = self._lines.setdefault(uid, _Line())
-        line.waiting = work
-        line.urgent = line.urgent or urgent
-        if not line.busy:
-            self._dispatch(uid, line)
+        with self._lock:
+            line = self._lines.setdefault(uid, _Line())
+            line.waiting = work
+            self._queue(uid, line, urgent)
 
     def busy(self, uid: str) -> bool:
-        line = self._lines.get(uid)
-        return line is not None and (line.busy or line.waiting is not None)
+        with self._lock:
+            line = self._lines.get(uid)
+            return line is not None and (line.running or line.waiting is not None)
 
-    def _dispatch(self, uid: str, line: _Line) -> None:
-        work, line.waiting, line.busy = line.waiting, None, True
-        assert work is not None
-        self._todo.put((URGENT if line.urgent else FIRST, next(self._order), uid, work))
-        line.urgent = False
+    def _queue(self, uid: str, line: _Line, urgent: bool) -> None:
+        """Put the line in the queue, or move it up to urgent (lock held)."""
+        if line.running or (line.ticket is not None and (line.urgent or not urgent)):
+            return  # running: queued again when done; or already queued high enough
+        line.urgent = line.urgent or urgent
+        line.ticket = next(self._order)
+        self._todo.put((URGENT if line.urgent else FIRST, line.ticket, uid))
 
     def _serve(self) -> None:
         while True:
-            _, _, uid, work = self._todo.get()
-            if work is None:
+            priority, ticket, uid = self._todo.get()
+            if priority == _STOP:
                 return
-            self._run(uid, work)
+            work = self._take(uid, ticket)
+            if work is not None:
+                self._run(uid, work)
+
+    def _take(self, uid: str, ticket: int) -> Work | None:
+        """The line's latest update, if this queue entry still stands for the line."""
+        with self._lock:
+            line = self._lines.get(uid)
+            if line is None or line.ticket != ticket:
+                return None  # moved up: a newer entry stands for it
+            work, line.waiting = line.waiting, None
+            line.running, line.urgent, line.ticket = True, False, None
+            return work
 
     def _run(self, uid: str, work: Work) -> None:
         try:
@@ -81,6 +100,7 @@ class PodWorkers:
         except BaseException as exc:  # reported to the loop, which logs and retries
             outcome = exc
         self._done.put((uid, outcome))
+        self._finished(uid)
         os.eventfd_write(self.wake_fd, 1)
 
     def completed(self) -> list[tuple[str, SyncResult | BaseException]]:
@@ -95,13 +115,16 @@ class PodWorkers:
             except queue.Empty:
                 break
             results.append((uid, outcome))
-            line = self._lines[uid]
-            line.busy = False
-            if line.waiting is not None:
-                self._dispatch(uid, line)
-            else:
-                del self._lines[uid]
         return results
+
+    def _finished(self, uid: str) -> None:
+        with self._lock:
+            line = self._lines[uid]
+            line.running = False
+            if line.waiting is None:
+                del self._lines[uid]
+            else:
+                self._queue(uid, line, urgent=True)  # a follow-up of a pod synced already
 
     def shutdown(self) -> None:
         """Drop work not yet started, let running syncs finish, stop the threads."""
@@ -111,7 +134,7 @@ class PodWorkers:
             except queue.Empty:
                 break
         for _ in self._threads:
-            self._todo.put((_STOP, next(self._order), "", None))
+            self._todo.put((_STOP, next(self._order), ""))
         for thread in self._threads:
             thread.join()
         os.close(self.wake_fd)
