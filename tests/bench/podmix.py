@@ -21,8 +21,8 @@ Also printed, the "init gap": from an init container's StartContainer returning
 to the next container's StartContainer returning, median. The floor's is its
 exit poll plus one Create + Start; pkletd's (from its supervisor log's
 ``container started`` lines, 1 ms resolution) also holds how long pkletd took to
-notice the init container exited: it learns that from PLEG's relist (every 1 s),
-as the kubelet's generic PLEG does.
+notice the init container exited: the sync that started it polls it for up to one
+relist period, as the floor polls; a longer one is seen by PLEG's 1 s relist.
 """
 
 from __future__ import annotations
