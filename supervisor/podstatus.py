@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from pkletd.ipc.cri import ContainerInfo, ContainerState, SandboxState
 from pkletd.ipc.podspec import Container, Pod
 from pkletd.supervisor import qos
 from pkletd.supervisor.podactions import InitProgress, PodRuntime, init_progress
 from pkletd.supervisor.podsync import Waiting
+from pkletd.supervisor.proberesults import ProbeResults
 
 RUNTIME_SCHEME = "containerd"
 
@@ -48,30 +49,12 @@ def _terminated(c: ContainerInfo) -> dict[str, Any]:
     return out
 
 
-class ProbeView(Protocol):
-    """What the probes say about a container instance (``proberesults.ProbeResults``)."""
-
-    def started(self, uid: str, container: Container, container_id: str) -> bool: ...
-
-    def ready(self, uid: str, container: Container, container_id: str) -> bool: ...
-
-
-class NoProbes:
-    """Every running container is started and ready (no prober results to consult)."""
-
-    def started(self, uid: str, container: Container, container_id: str) -> bool:
-        return True
-
-    def ready(self, uid: str, container: Container, container_id: str) -> bool:
-        return True
-
-
 def container_status(
     pod: Pod,
     container: Container,
     runtime: PodRuntime,
     waiting: Waiting | None,
-    probes: ProbeView = NoProbes(),  # noqa: B008 (stateless)
+    probes: ProbeResults,
 ) -> dict[str, Any]:
     name, image = container.name, container.image
     instances = runtime.instances(name)
@@ -168,10 +151,10 @@ def pod_status(
     host_ip: str,
     start_time: float,
     previous: dict[str, Any] | None,
-    probes: ProbeView = NoProbes(),  # noqa: B008 (stateless)
+    probes: ProbeResults,
     failure: Waiting | None = None,
 ) -> dict[str, Any]:
-    init = init_progress(pod, runtime, _passed_startup(pod, runtime, probes))
+    init = init_progress(pod, runtime, probes.passed_startup(pod.uid))
     pending = None if init.done else Waiting("PodInitializing", "")
     statuses = [
         container_status(pod, c, runtime, waiting.get(c.name) or pending, probes)
@@ -210,15 +193,6 @@ def _init_phase(pod: Pod, init: InitProgress) -> str | None:
     if init.done:
         return None
     return "Failed" if init.failed else "Pending"
-
-
-def _passed_startup(pod: Pod, runtime: PodRuntime, probes: ProbeView) -> frozenset[str]:
-    passed = set()
-    for container in pod.init_containers:
-        latest = runtime.latest(container.name)
-        if latest is not None and probes.started(pod.uid, container, latest.id):
-            passed.add(latest.id)
-    return frozenset(passed)
 
 
 def _stamp(new: list[dict[str, Any]], previous: dict[str, Any] | None) -> list[dict[str, Any]]:

@@ -9,10 +9,12 @@ from pkletd.ipc.cri import ContainerInfo, ContainerState, SandboxState
 from pkletd.ipc.podspec import Pod
 from pkletd.supervisor import podstatus
 from pkletd.supervisor.podsync import Waiting
+from pkletd.supervisor.proberesults import ProbeResults
 
 from tests.unit_helpers import SECOND, T0, container, make_pod, runtime, sandbox
 
 HOST_IP = "192.168.1.10"
+NO_PROBES = ProbeResults()  # no results: containers without probes are started and ready
 BACKOFF = Waiting("CrashLoopBackOff", "back-off 10s restarting failed container=app")
 OLD = "2020-01-01T00:00:00Z"
 
@@ -43,7 +45,7 @@ def status(
         if reason is not None:
             waiting[c.name] = reason
     state = runtime(sandbox() if box is None else box, *found)
-    return podstatus.pod_status(pod, state, waiting, HOST_IP, T0 / SECOND, previous)
+    return podstatus.pod_status(pod, state, waiting, HOST_IP, T0 / SECOND, previous, NO_PROBES)
 
 
 def condition(result: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -116,7 +118,9 @@ def test_restarted_container_shows_the_previous_instance_as_last_state() -> None
     pod = make_pod("app")
     previous = container(pod, state=ContainerState.EXITED, attempt=0, exit_code=2)
     current = container(pod, attempt=1)
-    result = podstatus.pod_status(pod, runtime(sandbox(), previous, current), {}, HOST_IP, 0, None)
+    result = podstatus.pod_status(
+        pod, runtime(sandbox(), previous, current), {}, HOST_IP, 0, None, NO_PROBES
+    )
     (c,) = result["containerStatuses"]
     assert "running" in c["state"]
     assert c["lastState"]["terminated"]["exitCode"] == 2
@@ -134,7 +138,9 @@ def test_container_not_created_yet() -> None:
 def test_image_pull_failure_shows_as_waiting_reason() -> None:
     pod = make_pod("app")
     pulling = Waiting("ErrImagePull", "not found")
-    result = podstatus.pod_status(pod, runtime(sandbox()), {"app": pulling}, HOST_IP, 0, None)
+    result = podstatus.pod_status(
+        pod, runtime(sandbox()), {"app": pulling}, HOST_IP, 0, None, NO_PROBES
+    )
     assert result["containerStatuses"][0]["state"] == {
         "waiting": {"reason": "ErrImagePull", "message": "not found"}
     }
@@ -235,6 +241,6 @@ def test_pod_ip_is_the_sandbox_ip_on_the_pod_network() -> None:
 
 def test_no_pod_ip_before_the_sandbox_has_one() -> None:
     pod = make_pod("app")
-    result = podstatus.pod_status(pod, runtime(), {}, HOST_IP, T0 / SECOND, None)
+    result = podstatus.pod_status(pod, runtime(), {}, HOST_IP, T0 / SECOND, None, NO_PROBES)
     assert "podIP" not in result
     assert result["startTime"] == "2023-11-14T22:13:20Z"
