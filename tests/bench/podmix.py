@@ -34,9 +34,15 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any
 
-from tests.bench.common import Context, clean_runtime, ms, progress, ratio, verdict
+from tests.bench.common import Context, clean_runtime, ms, progress
 from tests.bench.floor import StartRun
-from tests.bench.startup import TARGET_STARTUP_RATIO, floor_builder, pod_names, run_rounds
+from tests.bench.startup import (
+    TARGET_STARTUP_RATIO,
+    compare,
+    floor_builder,
+    pod_names,
+    run_rounds,
+)
 from tests.e2e import BUSYBOX, pod_manifest
 
 INIT_CONTAINERS = 2
@@ -102,22 +108,12 @@ def report(
     shaped: bool,
 ) -> None:
     args = ctx.args
-    floor = min(floors, key=lambda r: r.total)
-    run, breakdown = min(runs, key=lambda rb: rb[0].total)
-    total_ratio = ratio(run.total, floor.total)
     shape = f"{INIT_CONTAINERS} init + {APP_CONTAINERS} app containers"
-    print(
+    heading = (
         f"pod mix start-up ({args.mix_pods} pods of {shape}, parallelism {args.parallelism}, "
-        f"best of {args.mix_rounds}): pkletd total {run.total:.2f} s vs floor "
-        f"{floor.total:.2f} s = {total_ratio:.2f}x "
-        f"[target <= {TARGET_STARTUP_RATIO}x: {verdict(total_ratio <= TARGET_STARTUP_RATIO)}]"
+        f"best of {args.mix_rounds})"
     )
-    for q in ("p50", "p99"):
-        mine, base = getattr(run, q), getattr(floor, q)
-        print(
-            f"pod mix start-up {q}: pkletd {mine:.2f} s vs floor {base:.2f} s "
-            f"= {ratio(mine, base):.2f}x"
-        )
+    floor, _, breakdown, found = compare(heading, "mix", floors, runs)
     fx = floor.extra
     what = "pkletd's own, read back" if shaped else "minimal, hand-built"
     gap = breakdown.get("log_init_gap_median_s", math.nan)
@@ -132,28 +128,5 @@ def report(
         f"{ms(gap)} vs floor {ms(fx['init_gap_call_median_s'])}; pkletd RunPodSandbox median "
         f"{ms(breakdown.get('log_sandbox_call_median_s', math.nan))}"
     )
-    ctx.figures.update(
-        {
-            "mix_pods": args.mix_pods,
-            "mix_rounds": args.mix_rounds,
-            "mix_pkletd_total_s": run.total,
-            "mix_pkletd_p50_s": run.p50,
-            "mix_pkletd_p99_s": run.p99,
-            "mix_floor_total_s": floor.total,
-            "mix_floor_p50_s": floor.p50,
-            "mix_floor_p99_s": floor.p99,
-            "mix_total_ratio": total_ratio,
-            "mix_p50_ratio": ratio(run.p50, floor.p50),
-            "mix_p99_ratio": ratio(run.p99, floor.p99),
-            "mix_pkletd_totals_s": [r.total for r, _ in runs],
-            "mix_floor_totals_s": [f.total for f in floors],
-            **{f"mix_floor_{k}": v for k, v in fx.items()},
-            **{
-                f"mix_pkletd_{k}": v
-                for k, v in run.extra.items()
-                if k.startswith(("cpu_", "machine_"))
-            },
-            **{f"mix_pkletd_{k}": v for k, v in breakdown.items()},
-        }
-    )
-    ctx.figures["targets_met"]["mix_total_ratio"] = total_ratio <= TARGET_STARTUP_RATIO
+    ctx.figures.update({"mix_pods": args.mix_pods, "mix_rounds": args.mix_rounds, **found})
+    ctx.figures["targets_met"]["mix_total_ratio"] = found["mix_total_ratio"] <= TARGET_STARTUP_RATIO

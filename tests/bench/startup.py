@@ -273,6 +273,48 @@ def section(ctx: Context) -> None:
     report(args, ctx.figures, floors, runs, shaped)
 
 
+def compare(
+    heading: str,
+    prefix: str,
+    floors: list[StartRun],
+    runs: list[tuple[StartRun, dict[str, float]]],
+) -> tuple[StartRun, StartRun, dict[str, float], dict[str, Any]]:
+    """Print the best pkletd run against the best floor (total against the target,
+    p50, p99); the two, the run's log breakdown, and their figures under ``prefix``."""
+    floor = min(floors, key=lambda r: r.total)
+    run, breakdown = min(runs, key=lambda rb: rb[0].total)
+    total_ratio = ratio(run.total, floor.total)
+    print(
+        f"{heading}: pkletd total {run.total:.2f} s vs floor {floor.total:.2f} s = "
+        f"{total_ratio:.2f}x "
+        f"[target <= {TARGET_STARTUP_RATIO}x: {verdict(total_ratio <= TARGET_STARTUP_RATIO)}]"
+    )
+    label = heading.split(" (", 1)[0]
+    for q in ("p50", "p99"):
+        mine, base = getattr(run, q), getattr(floor, q)
+        print(f"{label} {q}: pkletd {mine:.2f} s vs floor {base:.2f} s = {ratio(mine, base):.2f}x")
+    figures = {
+        f"{prefix}_total_ratio": total_ratio,
+        f"{prefix}_p50_ratio": ratio(run.p50, floor.p50),
+        f"{prefix}_p99_ratio": ratio(run.p99, floor.p99),
+        f"{prefix}_pkletd_totals_s": [r.total for r, _ in runs],
+        f"{prefix}_floor_totals_s": [f.total for f in floors],
+        **{
+            f"{prefix}_{who}_{q}_s": getattr(r, q)
+            for who, r in (("pkletd", run), ("floor", floor))
+            for q in ("total", "p50", "p99")
+        },
+        **{f"{prefix}_floor_{k}": v for k, v in floor.extra.items()},
+        **{
+            f"{prefix}_pkletd_{k}": v
+            for k, v in run.extra.items()
+            if k.startswith(("cpu_", "machine_"))
+        },
+        **{f"{prefix}_pkletd_{k}": v for k, v in breakdown.items()},
+    }
+    return floor, run, breakdown, figures
+
+
 def report(
     args: argparse.Namespace,
     figures: dict[str, Any],
@@ -280,24 +322,10 @@ def report(
     runs: list[tuple[StartRun, dict[str, float]]],
     shaped: bool,
 ) -> None:
-    count = args.pods
-    best_floor = min(floors, key=lambda r: r.total)
-    best_run, best_breakdown = min(runs, key=lambda rb: rb[0].total)
-    startup_ratio = ratio(best_run.total, best_floor.total)
-    print(
-        f"pod start-up ({count} pods, parallelism {args.parallelism}, best of "
-        f"{args.rounds}): pkletd total {best_run.total:.2f} s vs floor "
-        f"{best_floor.total:.2f} s = {startup_ratio:.2f}x "
-        f"[target <= {TARGET_STARTUP_RATIO}x: {verdict(startup_ratio <= TARGET_STARTUP_RATIO)}]"
+    heading = (
+        f"pod start-up ({args.pods} pods, parallelism {args.parallelism}, best of {args.rounds})"
     )
-    print(
-        f"pod start-up p50: pkletd {best_run.p50:.2f} s vs floor {best_floor.p50:.2f} s "
-        f"= {ratio(best_run.p50, best_floor.p50):.2f}x"
-    )
-    print(
-        f"pod start-up p99: pkletd {best_run.p99:.2f} s vs floor {best_floor.p99:.2f} s "
-        f"= {ratio(best_run.p99, best_floor.p99):.2f}x"
-    )
+    best_floor, best_run, b, found = compare(heading, "startup", floors, runs)
     fx = best_floor.extra
     what = "pkletd's own, read back" if shaped else "minimal, hand-built"
     print(f"  floor requests: {what}")
@@ -306,8 +334,7 @@ def report(
         f"{ms(fx['sandbox_call_median_s'])}, CreateContainer {ms(fx['create_call_median_s'])}"
         f", StartContainer {ms(fx['start_call_median_s'])}"
     )
-    if best_breakdown:
-        b = best_breakdown
+    if b:
         print(
             f"  pkletd timeline: manifests written {ms(best_run.extra['manifests_written_s'])}"
             f", first pod added {ms(b['log_first_pod_added_s'])}, last pod added "
@@ -320,30 +347,15 @@ def report(
         )
     figures.update(
         {
-            "pods": count,
+            "pods": args.pods,
             "parallelism": args.parallelism,
             "rounds": args.rounds,
             "floor_shape": args.floor_shape,
-            "startup_pkletd_total_s": best_run.total,
-            "startup_pkletd_p50_s": best_run.p50,
-            "startup_pkletd_p99_s": best_run.p99,
-            "startup_floor_total_s": best_floor.total,
-            "startup_floor_p50_s": best_floor.p50,
-            "startup_floor_p99_s": best_floor.p99,
-            "startup_total_ratio": startup_ratio,
-            "startup_p50_ratio": ratio(best_run.p50, best_floor.p50),
-            "startup_p99_ratio": ratio(best_run.p99, best_floor.p99),
-            "startup_pkletd_totals_s": [r.total for r, _ in runs],
-            "startup_floor_totals_s": [f.total for f in floors],
             "startup_pkletd_manifests_written_s": best_run.extra["manifests_written_s"],
             "startup_pkletd_all_listed_s": best_run.extra["all_pods_listed_s"],
-            **{f"startup_floor_{k}": v for k, v in fx.items()},
-            **{
-                f"startup_pkletd_{k}": v
-                for k, v in best_run.extra.items()
-                if k.startswith(("cpu_", "machine_"))
-            },
-            **{f"startup_pkletd_{k}": v for k, v in best_breakdown.items()},
+            **found,
         }
     )
-    figures["targets_met"]["startup_total_ratio"] = startup_ratio <= TARGET_STARTUP_RATIO
+    figures["targets_met"]["startup_total_ratio"] = found["startup_total_ratio"] <= (
+        TARGET_STARTUP_RATIO
+    )
