@@ -9,6 +9,8 @@ Everything lives under one base directory (default ``/tmp/pkletd-ctr``)::
     root/ state/       containerd root and state (state/runc is runc's root,
                        state/.../netns holds the pods' network namespaces)
     net.d/             CNI config: bridge ``pkletd0``, 10.88.0.0/16, portmap
+    certs.d/           registry hosts (``<host:port>/hosts.toml``, read at each pull):
+                       ``allow_plain_http`` adds a test registry served over HTTP
     image-cache/       OCI archives built by ``images.py``
 
 The system containerd (``/etc/containerd``, ``/run/containerd/containerd.sock``)
@@ -70,7 +72,15 @@ POD_SUBNET = "10.88.0.0/16"
 CNI_IPAM_DIR = Path("/run/pkletd-harness/cni-ipam")
 SHIM_SOCKET_DIR = Path("/run/containerd/s")
 POD_CGROUP_PARENTS = ("kubepods", "kubepods/burstable", "kubepods/besteffort")  # pkletd's
-APT_PACKAGES = ("containerd", "runc", "containernetworking-plugins", "catatonit", "busybox-static")
+REGISTRY_BIN = Path("/usr/bin/docker-registry")  # the image pull tests' registry (registry.py)
+APT_PACKAGES = (
+    "containerd",
+    "runc",
+    "containernetworking-plugins",
+    "catatonit",
+    "busybox-static",
+    "docker-registry",
+)
 
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
@@ -125,13 +135,14 @@ def missing_dependencies() -> list[str]:
         if shutil.which(cmd) is None
     ]
     files = [CNI_BIN_DIR / p for p in ("bridge", "host-local", "loopback", "portmap")]
-    files += [HOST_CATATONIT, HOST_BUSYBOX]
+    files += [HOST_CATATONIT, HOST_BUSYBOX, REGISTRY_BIN]
     missing += [str(f) for f in files if not os.access(f, os.X_OK)]
     return missing
 
 
 def ensure_installed() -> None:
-    """Install containerd, runc, CNI plugins, catatonit and busybox-static with apt if missing."""
+    """Install containerd, runc, CNI plugins, catatonit, busybox-static and docker-registry
+    with apt if missing."""
     missing = missing_dependencies()
     if not missing:
         return
@@ -428,6 +439,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   bin_dir = "{CNI_BIN_DIR}"
   conf_dir = "{base / "net.d"}"
   max_conf_num = 1
+
+{cri[:-1]}.registry]
+  config_path = "{base / "certs.d"}"
 """
 
 
@@ -497,6 +511,14 @@ class PrivateContainerd:
     @property
     def image_cache_dir(self) -> Path:
         return self.base_dir / "image-cache"
+
+    def allow_plain_http(self, host: str) -> None:
+        """Let the CRI pull from the registry at ``host`` (``127.0.0.1:PORT``) over plain HTTP."""
+        if "config_path" not in self.config_path.read_text():  # a kept daemon, started before
+            raise HarnessError(f"containerd under {self.base_dir} reads no certs.d: restart it")
+        hosts = self.base_dir / "certs.d" / host / "hosts.toml"
+        hosts.parent.mkdir(parents=True, exist_ok=True)
+        hosts.write_text(f'server = "http://{host}"\n')
 
     # state --------------------------------------------------------------
     def pid(self) -> int | None:

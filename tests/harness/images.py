@@ -15,6 +15,7 @@ so they are built once per content of the host binaries.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import io
@@ -205,6 +206,14 @@ def build_layout(spec: ImageSpec, arch: str) -> dict[str, bytes]:
     for blob in (layer, config, manifest):
         files["blobs/sha256/" + blob.digest.split(":", 1)[1]] = blob.data
     return files
+
+
+def labelled_busybox(label: str) -> dict[str, bytes]:
+    """The busybox image as an OCI layout (``build_layout``), with ``label`` in its config:
+    an image of its own (its own id and manifest digest) that shares busybox's layer."""
+    spec = busybox_spec()
+    config = {**spec.config, "Labels": {"pkletd.test/image": label}}
+    return build_layout(dataclasses.replace(spec, config=config), host_arch())
 
 
 def _write_archive(files: dict[str, bytes], dest: Path) -> None:
