@@ -57,6 +57,15 @@ class CriError(RuntimeError):
     def not_found(self) -> bool:
         return self.code == "NOT_FOUND"
 
+    @property
+    def rpc_message(self) -> str:
+        """The error as the kubelet's gRPC client prints it (``rpc error: code = NotFound desc =
+        ...``), which its pull messages quote; an Unknown one is its description alone."""
+        if self.code == "UNKNOWN":
+            return self.detail
+        code = "".join(word.capitalize() for word in self.code.split("_"))
+        return f"rpc error: code = {code} desc = {self.detail}"
+
 
 def unless_gone(call: Callable[..., object], *args: object) -> None:
     """Make a CRI call whose object may already be gone: NOT_FOUND is success."""
@@ -202,11 +211,12 @@ class ContainerInfo:
 
 @dataclass(frozen=True, slots=True)
 class ImageInfo:
-    """An image the runtime has: its id, and the user it runs as (uid, or None and a name)."""
+    """An image the runtime has: its id, the user it runs as (uid, or None and a name), its size."""
 
     id: str
     uid: int | None
     username: str = ""
+    size: int = 0  # bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,10 +297,11 @@ class CriRuntime:
             return None
         found = reply.image
         if found.HasField("uid"):
-            return ImageInfo(found.id, int(found.uid.value))
+            return ImageInfo(found.id, int(found.uid.value), size=found.size)
         if found.username:
-            return ImageInfo(found.id, None, found.username)
-        return ImageInfo(found.id, 0)  # neither: the kubelet treats the image as running as root
+            return ImageInfo(found.id, None, found.username, found.size)
+        # neither: the kubelet treats the image as running as root
+        return ImageInfo(found.id, 0, size=found.size)
 
     def exec_sync(self, container_id: str, command: tuple[str, ...], timeout_s: int) -> ExecResult:
         """Run a command in a container and wait (an exec probe's way in)."""

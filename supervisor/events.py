@@ -27,7 +27,12 @@ class Reason(enum.Enum):
     FAILED_POST_START_HOOK = "FailedPostStartHook"
     FAILED_PRE_STOP_HOOK = "FailedPreStopHook"
     DEADLINE_EXCEEDED = "DeadlineExceeded"
-    BACK_OFF = "BackOff"
+    BACK_OFF = "BackOff"  # the kubelet's reason for crash-loop and image-pull back-off alike
+    # image pulls
+    PULLING = "Pulling"
+    PULLED = "Pulled"
+    FAILED = "Failed"
+    ERR_IMAGE_NEVER_PULL = "ErrImageNeverPull"
     # admission rejections (also the rejected pod's status reason)
     OUT_OF_PODS = "OutOfpods"
     OUT_OF_CPU = "OutOfcpu"
@@ -39,6 +44,19 @@ class Reason(enum.Enum):
     POD_OS_SELECTOR_MISMATCH = "PodOSSelectorNodeLabelDoesNotMatch"
     POD_OS_NOT_SUPPORTED = "PodOSNotSupported"
     SYSCTL_FORBIDDEN = "SysctlForbidden"
+
+
+def go_duration(seconds: float) -> str:
+    """A duration as the kubelet's messages print one (Go's, in milliseconds): 313ms, 2m0.25s."""
+    ms = int(seconds * 1000)
+    if ms < 1000:
+        return f"{ms}ms" if ms else "0s"
+    hours, ms = divmod(ms, 3_600_000)
+    minutes, ms = divmod(ms, 60_000)
+    text = f"{ms / 1000:.3f}".rstrip("0").rstrip(".") + "s"
+    if hours or minutes:
+        text = f"{minutes}m{text}"
+    return f"{hours}h{text}" if hours else text
 
 
 @dataclass(frozen=True, slots=True)

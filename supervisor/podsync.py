@@ -38,7 +38,7 @@ from pkletd.supervisor import backoff, runtimespec
 from pkletd.supervisor.backoff import Clock, CrashBackoff
 from pkletd.supervisor.cgroups import PodCgroups
 from pkletd.supervisor.envvars import ConfigError
-from pkletd.supervisor.events import EventRecorder, Reason
+from pkletd.supervisor.events import EventRecorder, Reason, go_duration
 from pkletd.supervisor.killing import Killer, pod_address
 from pkletd.supervisor.podactions import Actions, PodRuntime, compute_actions
 from pkletd.supervisor.podsetup import CONFIG_ERROR, PodSetup
@@ -288,9 +288,9 @@ class PodSyncer:
             self._backoff.restarted(key)
         pull_wait = self._pull_backoff(pod, container)
         if pull_wait > 0:
-            waiting[container.name] = Waiting(
-                "ImagePullBackOff", f'Back-off pulling image "{container.image}"'
-            )
+            message = f'Back-off pulling image "{container.image}"'
+            self._events.normal(pod.full_name, Reason.BACK_OFF, message)
+            waiting[container.name] = Waiting("ImagePullBackOff", message)
             retry.append(pull_wait)
             return None
         outcome = self._create_and_start(pod, container, restart_count, sandbox)
@@ -313,7 +313,7 @@ class PodSyncer:
         sandbox: PodSandbox,
     ) -> ContainerID | Waiting:
         try:
-            image = self._ensure_image(container, sandbox.spec)
+            image = self._ensure_image(pod, container, sandbox.spec)
         except CriError as exc:
             log.error(
                 "image pull failed pod=%s container=%s error=%s", pod.full_name, container.name, exc
@@ -321,7 +321,7 @@ class PodSyncer:
             key = f"{pod.uid}/{container.image}"
             self._pulls.restarted(key)
             self._pull_failed[key] = self._clock()
-            return Waiting("ErrImagePull", exc.detail)
+            return Waiting("ErrImagePull", exc.rpc_message)
         except LookupError as exc:
             return Waiting("ErrImageNeverPull", str(exc))
         spec = runtimespec.container_spec(pod, container, restart_count)
@@ -377,19 +377,37 @@ class PodSyncer:
             self._killer.kill(pod, state, info, pod.grace_period_s)
         return Waiting("PostStartHookError", message)
 
-    def _ensure_image(self, container: Container, sandbox: SandboxSpec) -> ImageInfo:
+    def _ensure_image(self, pod: Pod, container: Container, sandbox: SandboxSpec) -> ImageInfo:
+        """The image by the container's pull policy, with the kubelet's events (its
+        EnsureImageExists); the pull back-off is ``_start``'s."""
+        image = container.image
         if container.image_pull_policy != "Always":
-            present = self._runtime.image_status(container.image)
+            present = self._runtime.image_status(image)
             if present is not None:
+                message = f'Container image "{image}" already present on machine'
+                self._events.normal(pod.full_name, Reason.PULLED, message)
                 return present
         if container.image_pull_policy == "Never":
-            raise LookupError(
-                f'Container image "{container.image}" is not present with pull policy of Never'
-            )
-        self._runtime.pull_image(container.image, sandbox)
-        pulled = self._runtime.image_status(container.image)
+            message = f'Container image "{image}" is not present with pull policy of Never'
+            self._events.warning(pod.full_name, Reason.ERR_IMAGE_NEVER_PULL, message)
+            raise LookupError(message)
+        self._events.normal(pod.full_name, Reason.PULLING, f'Pulling image "{image}"')
+        started = time.monotonic()
+        try:
+            self._runtime.pull_image(image, sandbox)
+        except CriError as exc:
+            message = f'Failed to pull image "{image}": {exc.rpc_message}'
+            self._events.warning(pod.full_name, Reason.FAILED, message)
+            raise
+        pulled = self._runtime.image_status(image)
         if pulled is None:  # removed again at once (image GC): the next sync pulls again
-            raise CriError("ImageStatus", container.image, "NOT_FOUND", "image gone after pull")
+            raise CriError("ImageStatus", image, "NOT_FOUND", "image gone after pull")
+        took = go_duration(time.monotonic() - started)
+        message = (
+            f'Successfully pulled image "{image}" in {took} ({took} including waiting). '
+            f"Image size: {pulled.size} bytes."
+        )
+        self._events.normal(pod.full_name, Reason.PULLED, message)
         return pulled
 
     def _remove_dead(self, state: PodRuntime) -> None:
