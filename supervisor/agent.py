@@ -181,7 +181,7 @@ class Agent:
             self._sync.on_pod_workers()
         elif sock == self._control.wake_fd:
             for request in self._control.pending():
-                request.reply.put(self._on_control(request))
+                request.reply.put(self._answer(request))
         elif sock == self._wake_r:
             try:
                 os.read(self._wake_r, 512)
@@ -292,6 +292,14 @@ class Agent:
 
     # --- control -------------------------------------------------------------------
 
+    def _answer(self, request: Request) -> dict[str, Any]:
+        """A control request's reply; a bug in answering one fails that request only."""
+        try:
+            return self._on_control(request)
+        except Exception as exc:
+            log.exception("control request failed request=%r", request.body)
+            return {"ok": False, "error": f"internal error: {type(exc).__name__}: {exc}"}
+
     def _on_control(self, request: Request) -> dict[str, Any]:
         command = request.body["command"]
         if command == "status":
@@ -303,13 +311,15 @@ class Agent:
             }
         if command == "restart-worker":
             name = request.body.get("name")
+            if not isinstance(name, str):
+                return {"ok": False, "error": "restart-worker needs a worker name (a string)"}
             if name not in self._children.workers:
                 return {
                     "ok": False,
                     "error": f"no worker named {name!r}",
                     "names": sorted(self._children.workers),
                 }
-            self._children.restart(str(name))
+            self._children.restart(name)
             return {"ok": True}
         if command == "stop":
             self._begin_stop("stop requested")

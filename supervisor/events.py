@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import enum
 import logging
+import threading
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -69,8 +70,11 @@ class Event:
 
 
 class EventRecorder:
+    """Recorded from the loop thread and the pod workers alike; read by ``status``."""
+
     def __init__(self, keep: int = KEEP) -> None:
         self._recent: collections.deque[Event] = collections.deque(maxlen=keep)
+        self._lock = threading.Lock()
 
     def warning(self, obj: str, reason: Reason, message: str) -> None:
         self._record(Event(time.time(), "Warning", reason.value, obj, message))
@@ -79,7 +83,8 @@ class EventRecorder:
         self._record(Event(time.time(), "Normal", reason.value, obj, message))
 
     def _record(self, event: Event) -> None:
-        self._recent.append(event)
+        with self._lock:
+            self._recent.append(event)
         log.info(
             "event type=%s reason=%s object=%s message=%r",
             event.type,
@@ -89,4 +94,6 @@ class EventRecorder:
         )
 
     def recent(self) -> list[dict[str, Any]]:
-        return [asdict(e) for e in self._recent]
+        with self._lock:
+            events = list(self._recent)
+        return [asdict(e) for e in events]

@@ -11,6 +11,7 @@ import msgpack
 import pytest
 import zmq
 from pkletd.ipc.messages import SCHEMA_VERSION
+from pkletd.supervisor import cli
 
 from tests.e2e import PKLETD, Pkletd, pod_manifest, wait_for
 
@@ -141,6 +142,8 @@ def test_garbage_on_the_bus_and_control_socket_is_dropped(pkletd: Pkletd) -> Non
         sock.connect(str(pkletd.run_dir / "control.sock"))
         sock.sendall(b"{not json\n")
         assert b"request is not JSON" in sock.recv(4096)
+    reply = cli.request(str(pkletd.run_dir), {"command": "restart-worker", "name": ["pleg"]})
+    assert reply == {"ok": False, "error": "restart-worker needs a worker name (a string)"}
     assert pkletd.all_running()
 
 
