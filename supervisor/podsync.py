@@ -53,6 +53,10 @@ POST_START_TIMEOUT_S = 120
 # per sync, so a pod's status is not held back long while its init containers run.
 INIT_EXIT_WAIT_S = 1.0
 INIT_EXIT_POLL_S = 0.05
+FAILED_STEP_RETRY_S = 10.0  # the kubelet's pod worker back-off after a failed sync
+# After a failed pull the kubelet syncs again at once (PLEG reports the new
+# sandbox), and that sync shows ImagePullBackOff: ErrImagePull is seen only briefly.
+PULL_FAILED_RESYNC_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +179,7 @@ class PodSyncer:
         failure = self._cgroups.ensure(pod)  # the pod's cgroup, before its sandbox
         if failure is not None:
             waiting.update({c.name: Waiting("ContainerCreating", failure) for c in actions.start})
-            retry.append(10.0)
+            retry.append(FAILED_STEP_RETRY_S)
             return {}
         sandbox = self._sandbox_for(pod, state, actions)
         started = {}
@@ -296,7 +300,8 @@ class PodSyncer:
         outcome = self._create_and_start(pod, container, restart_count, sandbox)
         if isinstance(outcome, Waiting):
             waiting[container.name] = outcome
-            retry.append(10.0)
+            pulling = outcome.reason == "ErrImagePull"
+            retry.append(PULL_FAILED_RESYNC_S if pulling else FAILED_STEP_RETRY_S)
             return None
         return outcome
 

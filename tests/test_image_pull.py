@@ -144,10 +144,10 @@ def test_missing_image_backs_off_and_spares_other_pods(pkletd: Pkletd, registry:
     assert failed["message"].endswith("not found"), failed
     pkletd.wait_running("bystander")
 
-    backing_off = wait_for(
+    backing_off = wait_for(  # seconds after the failed pull, as under the kubelet
         "ImagePullBackOff",
         lambda: (w := waiting(pkletd, "ghost")).get("reason") == "ImagePullBackOff" and w,
-        timeout=60,
+        timeout=8,
     )
     assert backing_off["message"] == f'Back-off pulling image "{missing}"'
     assert api_pod(pkletd, "ghost")["status"]["phase"] == "Pending"
