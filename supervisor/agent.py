@@ -307,7 +307,7 @@ class Agent:
             return {
                 "ok": True,
                 "workers": [w.as_dict(now) for w in self._children.workers.values()],
-                **self._sync.status(),
+                **self._sync.status(events=request.body.get("events") is True),
             }
         if command == "restart-worker":
             name = request.body.get("name")

@@ -132,6 +132,8 @@ def _control(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"command": args.command}
     if args.command == "restart-worker":
         body["name"] = args.name
+    if args.command == "status" and args.json:
+        body["events"] = True  # the plain listing shows none: don't ship them
     try:
         reply = request(args.run_dir, body)
     except (ConnectionError, OSError, ValueError) as exc:

@@ -5,6 +5,8 @@ connection, one JSON object per line each way, so the CLI needs nothing heavier
 than ``socket`` and ``json`` and answers in tens of milliseconds:
 
     {"command": "status"}        -> {"ok": true, "workers": [...], "pods": [...]}
+    {"command": "status", "events": true}
+                                 -> the same, and "events": [...] (the recent ones)
     {"command": "restart-worker", "name": "pleg"}
                                  -> {"ok": true} | {"ok": false, "error": ..., "names": [...]}
     {"command": "stop"}          -> {"ok": true}

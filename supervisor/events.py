@@ -73,7 +73,7 @@ class EventRecorder:
     """Recorded from the loop thread and the pod workers alike; read by ``status``."""
 
     def __init__(self, keep: int = KEEP) -> None:
-        self._recent: collections.deque[Event] = collections.deque(maxlen=keep)
+        self._recent: collections.deque[dict[str, Any]] = collections.deque(maxlen=keep)
         self._lock = threading.Lock()
 
     def warning(self, obj: str, reason: Reason, message: str) -> None:
@@ -84,7 +84,7 @@ class EventRecorder:
 
     def _record(self, event: Event) -> None:
         with self._lock:
-            self._recent.append(event)
+            self._recent.append(asdict(event))  # as status shows it: made once
         log.info(
             "event type=%s reason=%s object=%s message=%r",
             event.type,
@@ -95,5 +95,4 @@ class EventRecorder:
 
     def recent(self) -> list[dict[str, Any]]:
         with self._lock:
-            events = list(self._recent)
-        return [asdict(e) for e in events]
+            return list(self._recent)

@@ -93,8 +93,11 @@ class SyncLoop:
         for uid, outcome in self._pod_workers.completed():
             self.on_sync_done(uid, outcome)
 
-    def status(self) -> dict[str, Any]:
-        return {"pods": self._pods.summary(), "events": self._events.recent()}
+    def status(self, events: bool) -> dict[str, Any]:
+        found: dict[str, Any] = {"pods": self._pods.summary()}
+        if events:
+            found["events"] = self._events.recent()
+        return found
 
     def on_pods_listed(self, message: PodsListed) -> None:
         change = self._pods.set_source(message.source, message.pods)

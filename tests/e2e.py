@@ -170,6 +170,11 @@ class Pkletd:
     def status(self) -> dict[str, Any]:
         return cli.request(str(self.run_dir), {"command": "status"})
 
+    def events(self) -> list[dict[str, Any]]:
+        """The recent events, oldest first, as ``pkletd status --json`` shows them."""
+        reply = cli.request(str(self.run_dir), {"command": "status", "events": True})
+        return list(reply["events"])
+
     def workers(self) -> dict[str, dict[str, Any]]:
         return {w["name"]: w for w in self.status()["workers"]}
 

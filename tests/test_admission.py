@@ -148,5 +148,5 @@ def test_rejected_pod_is_failed_and_never_runs(pkletd: Pkletd) -> None:
         "Pod was rejected: Node didn't have enough resource: cpu, requested: 100000000"
     )
     assert pkletd.pod("huge")["containers"][0]["container_id"] == ""
-    reasons = [e["reason"] for e in pkletd.status()["events"]]
+    reasons = [e["reason"] for e in pkletd.events()]
     assert "OutOfcpu" in reasons

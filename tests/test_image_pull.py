@@ -72,7 +72,7 @@ def manifest(name: str, *containers: tuple[str, str]) -> dict[str, Any]:
 
 def events(agent: Pkletd, name: str) -> list[tuple[str, str, str]]:
     """The pod's events so far: (type, reason, message), oldest first."""
-    found = agent.status()["events"]
+    found = agent.events()
     return [(e["type"], e["reason"], e["message"]) for e in found if e["object"] == full(name)]
 
 

@@ -189,9 +189,7 @@ def test_failed_post_start_hook_kills_and_restarts(pkletd: Pkletd) -> None:
     bad = container("app", SLEEP, lifecycle={"postStart": {"exec": {"command": ["false"]}}})
     pkletd.put("badhook", manifest("badhook", [bad]))
     wait_for("restarted", lambda: statuses(pkletd, "badhook")["app"]["restartCount"] >= 1, 30)
-    reasons = [
-        e["reason"] for e in pkletd.status()["events"] if e["object"] == f"default/badhook-{NODE}"
-    ]
+    reasons = [e["reason"] for e in pkletd.events() if e["object"] == f"default/badhook-{NODE}"]
     assert "FailedPostStartHook" in reasons
 
 

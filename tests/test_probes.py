@@ -79,7 +79,7 @@ def test_liveness_failure_restarts_with_events(pkletd: Pkletd) -> None:
         lambda: (s := container_status(pkletd, "sick")) and s["restartCount"] >= 1,
         30,
     )
-    events = [e for e in pkletd.status()["events"] if e["object"] == "default/sick-testnode"]
+    events = [e for e in pkletd.events() if e["object"] == "default/sick-testnode"]
     reasons = [e["reason"] for e in events]
     assert reasons[:2] == ["Unhealthy", "Killing"]
     assert events[0]["message"].startswith("Liveness probe failed: ")
