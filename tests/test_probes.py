@@ -13,6 +13,7 @@ from typing import Any
 import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from pkletd.workers.prober import THREADS
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e import Pkletd, api_pod, condition, free_port, pod_manifest, wait_for
@@ -222,3 +223,25 @@ def test_prober_sigkill_causes_no_restart_and_no_ready_flap(pkletd: Pkletd) -> N
         assert all(p["containers"][0]["ready"] for p in pods.values()), "a Ready flap"
         assert {n: p["containers"][0]["container_id"] for n, p in pods.items()} == before
     assert all(p["containers"][0]["restart_count"] == 0 for p in pkletd.pods().values())
+
+
+def test_slow_exec_probes_do_not_hold_up_http_probes(pkletd: Pkletd) -> None:
+    """More exec probes in flight than the prober has exec threads: an HTTP probe
+    still runs every period (the kubelet gives each probe a goroutine of its own)."""
+    pkletd.start()
+    slow = exec_probe("sleep", "9") | {"timeoutSeconds": 20}
+    crowd = probed("crowd", SLEEP, readiness=slow, liveness=slow)
+    app = crowd["spec"]["containers"][0]
+    crowd["spec"]["containers"] = [app | {"name": f"c{i}"} for i in range(THREADS + 2)]
+    pkletd.put("crowd", crowd)
+    wait_for("the crowd running", lambda: (p := pkletd.pod("crowd")) and p["phase"] == "Running")
+    http = {"httpGet": {"path": "/healthz", "port": "http"}}
+    pkletd.put("web", probed("web", HTTPD, readiness=http))
+    wait_ready(pkletd, "web", "True", timeout=30)
+
+    def runs() -> float:
+        return probe_totals(pkletd).get(("web-testnode", "Readiness", "successful"), 0)
+
+    before = runs()
+    wait_for("4 HTTP probe runs in 8 s", lambda: runs() >= before + 4, timeout=8)
+    assert probe_totals(pkletd).get(("crowd-testnode", "Liveness", "failed"), 0) == 0

@@ -2,8 +2,11 @@
 
 One schedule entry per (pod, container, probe type), started when the parent
 reports the container running and dropped when the container id changes or the
-pod goes. Probes run on a thread pool so a slow one (an exec that takes its whole
-timeout) never delays the others; results come back through an eventfd.
+pod goes. Probes run on thread pools so a slow one (an exec that takes its whole
+timeout) never delays the others: exec probes on one pool, network probes
+(httpGet, tcpSocket, grpc) on another, so an HTTP probe keeps its period when the
+runtime is slow to exec (the kubelet gives every probe a goroutine of its own).
+Results come back through an eventfd.
 
 Counting is the kubelet's: ``successes``/``failures`` are consecutive runs, and
 the reported ``result`` flips only at ``successThreshold``/``failureThreshold``.
@@ -53,7 +56,7 @@ INITIAL = {"readiness": FAILURE, "liveness": SUCCESS, "startup": UNKNOWN}
 METRIC_RESULT = {SUCCESS: "successful", FAILURE: "failed", UNKNOWN: "unknown"}
 LATENESS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 METRICS_EVERY_S = 1.0
-THREADS = 16
+THREADS = 16  # per pool
 
 Key = tuple[str, str, str]  # pod uid, container name, probe type
 Done = tuple[Key, str, handlers.Outcome, float]  # key, container id, outcome, lateness
@@ -148,7 +151,10 @@ class Prober:
         self._saved: dict[Key, dict[str, Any]] = {}  # results from the parent's snapshot
         self._metrics = Metrics()
         self._next_metrics = 0.0
-        self._pool = ThreadPoolExecutor(THREADS, thread_name_prefix="probe")
+        self._pools = {
+            kind: ThreadPoolExecutor(THREADS, thread_name_prefix=f"probe-{kind}")
+            for kind in ("exec", "network")
+        }
         self._done: queue.SimpleQueue[tuple[Key, str, handlers.Outcome, float]] = (
             queue.SimpleQueue()
         )
@@ -281,7 +287,7 @@ class Prober:
             self._done.put((key, container_id, outcome, late))
             os.eventfd_write(self._wake, 1)
 
-        self._pool.submit(work)
+        self._pools["exec" if probe.handler == "exec" else "network"].submit(work)
 
     def _finish(self, key: Key, container_id: str, outcome: handlers.Outcome, late: float) -> None:
         schedule = self._schedules.get(key)
@@ -305,7 +311,8 @@ class Prober:
         )
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        for pool in self._pools.values():
+            pool.shutdown(wait=False, cancel_futures=True)
         self._runtime.close()
 
 

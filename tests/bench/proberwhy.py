@@ -86,13 +86,10 @@ def explain(
             )
         if slow_http:
             lines.append(
-                f"  head-of-line blocking: the HTTP probes (GET p50 {ms(base['http_p50_s'])}) ran "
-                f"{got['readiness_runs'] / window:.1f}/s, no more often than the exec ones "
-                f"({got['liveness_runs'] / window:.1f}/s): both share one FIFO pool of {THREADS} "
-                f"threads, each held ~{ms(ratio(THREADS * window, got['runs']))} a run by the slow "
-                "ExecSyncs. suggestion: a pool (or a concurrency limit) per handler kind, so cheap "
-                "probes keep their period when exec is slow; ExecSync need not hold a thread "
-                "each (gRPC futures)"
+                f"  the HTTP probes (GET p50 {ms(base['http_p50_s'])}) ran "
+                f"{got['readiness_runs'] / window:.1f}/s of {expected / window:.1f}/s due, on "
+                f"their own pool of {THREADS} threads (exec has another): what held them back "
+                "is CPU, the prober's threads waiting for one (above)"
             )
         starved = main["runqueue_wait_s"] / window
         lines.append(

@@ -188,7 +188,8 @@ def baseline_loop(
     window_s: float,
     threads: int,
 ) -> dict[str, float]:
-    """Per target (container id, pod IP) and second: ExecSync ``true`` and GET ``path``."""
+    """Per target (container id, pod IP) and second: ExecSync ``true`` and GET ``path``,
+    each kind on a pool of ``threads``."""
     with cri_channel(address) as channel:
         rt = runtime_service(channel)
         rt.Version(api_pb2.VersionRequest(), timeout=10)  # connect before the window
@@ -227,7 +228,10 @@ def baseline_loop(
         jobs = 2 * len(targets)
         late: list[float] = []
         skipped = 0
-        with ThreadPoolExecutor(threads, thread_name_prefix="baseline") as pool:
+        with (  # as the prober: a pool for exec, one for the network probes
+            ThreadPoolExecutor(threads, thread_name_prefix="baseline-exec") as execs,
+            ThreadPoolExecutor(threads, thread_name_prefix="baseline-http") as gets,
+        ):
             before = os.times()
             t0 = time.perf_counter()
             due = [(t0 + j / jobs, j) for j in range(jobs)]  # evenly phased over each second
@@ -244,7 +248,7 @@ def baseline_loop(
                     continue
                 late.append(now - at)
                 in_flight.add(job)
-                pool.submit(run, job)
+                (gets if job % 2 else execs).submit(run, job)
         after = os.times()
         elapsed = time.perf_counter() - t0
     cpu = (after.user - before.user) + (after.system - before.system)
