@@ -63,12 +63,16 @@ class Killer:
             for future in [pool.submit(self.kill, pod, state, i, grace_s) for i in infos]:
                 future.result()
 
-    def kill(self, pod: Pod | None, state: PodRuntime, info: ContainerInfo, grace_s: int) -> None:
+    def kill(
+        self, pod: Pod | None, state: PodRuntime, info: ContainerInfo, grace_s: int, why: str = ""
+    ) -> None:
+        """Stop one container; ``why`` is the ``Killing`` event's message (the kubelet's)."""
         spec = _spec(pod, info.name)
         if pod is not None and spec is not None and spec.pre_stop is not None:
             grace_s = self._pre_stop(pod, state, spec, info, grace_s)
         if pod is not None:
-            self._events.normal(pod.full_name, Reason.KILLING, f"Stopping container {info.name}")
+            message = why or f"Stopping container {info.name}"
+            self._events.normal(pod.full_name, Reason.KILLING, message)
         unless_gone(self._runtime.stop_container, info.id, grace_s)
 
     def _pre_stop(

@@ -114,15 +114,15 @@ class PodSyncer:
         self._pulls = CrashBackoff(clock=clock)
         self._pull_failed: dict[str, float] = {}
         self._clock = clock
-        self._kills: dict[str, dict[str, int]] = {}  # pod uid -> container id -> grace
+        self._kills: dict[str, dict[str, tuple[int, str]]] = {}  # uid -> id -> grace, why
         self._kills_lock = threading.Lock()
 
-    def request_kill(self, uid: str, container_id: str, grace_s: int) -> None:
+    def request_kill(self, uid: str, container_id: str, grace_s: int, why: str) -> None:
         """Have the pod's next sync kill this container (a failed liveness or startup probe)."""
         with self._kills_lock:
-            self._kills.setdefault(uid, {})[container_id] = grace_s
+            self._kills.setdefault(uid, {})[container_id] = (grace_s, why)
 
-    def _take_kills(self, uid: str) -> dict[str, int]:
+    def _take_kills(self, uid: str) -> dict[str, tuple[int, str]]:
         with self._kills_lock:
             return self._kills.pop(uid, {})
 
@@ -160,13 +160,16 @@ class PodSyncer:
         """Carry out one round of actions; the containers it started, by name."""
         if actions.kill_pod:
             self._killer.kill_pod(pod, state, pod.grace_period_s)
+        in_spec = {c.name for c in (*pod.init_containers, *pod.containers)}
         for unwanted in actions.kill:
             log.info(
                 "killing container pod=%s container=%s reason=spec changed",
                 pod.full_name,
                 unwanted.name,
             )
-            self._killer.kill(pod, state, unwanted, pod.grace_period_s)
+            why = f"Container {unwanted.name} definition changed, will be restarted"
+            grace = pod.grace_period_s
+            self._killer.kill(pod, state, unwanted, grace, why if unwanted.name in in_spec else "")
         if not actions.start:
             return {}
         blocked = self._setup.blocked(pod)  # volumes
@@ -219,7 +222,7 @@ class PodSyncer:
                 pod.full_name,
                 container.name,
             )
-            self._killer.kill(pod, state, container, kills[container.id])
+            self._killer.kill(pod, state, container, *kills[container.id])
         return self._inspector.inspect(pod.uid) if doomed else state
 
     def forget(self, uid: str) -> None:

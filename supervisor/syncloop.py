@@ -158,12 +158,10 @@ class SyncLoop:
         grace = pod.grace_period_s
         if probe is not None and probe.termination_grace_s is not None:
             grace = probe.termination_grace_s
-        self._events.normal(
-            pod.full_name,
-            Reason.KILLING,
-            f"Container {container.name} failed {result.probe} probe, will be restarted",
-        )
-        self._syncer.request_kill(pod.uid, result.container_id, grace)
+        why = f"Container {container.name} failed {result.probe} probe"
+        if pod.restart_policy != "Never":
+            why += ", will be restarted"
+        self._syncer.request_kill(pod.uid, result.container_id, grace, why)
         self._sync(pod)
 
     def _sync(self, pod: Pod) -> None:

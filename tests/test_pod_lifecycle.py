@@ -283,6 +283,8 @@ def test_spec_change_restarts_just_that_container(pkletd: Pkletd) -> None:
     )
     assert after["a"] == before["a"]
     wait_for("b restart counted", lambda: statuses(pkletd, "two")["b"]["restartCount"] == 1)
+    killing = [e["message"] for e in pkletd.events() if e["reason"] == "Killing"]
+    assert killing == ["Container b definition changed, will be restarted"]
 
     pod["spec"]["hostNetwork"] = False  # a new network namespace: a new sandbox
     pkletd.put("two", pod)

@@ -82,10 +82,15 @@ def test_liveness_failure_restarts_with_events(pkletd: Pkletd) -> None:
     )
     events = [e for e in pkletd.events() if e["object"] == "default/sick-testnode"]
     reasons = [e["reason"] for e in events]
-    assert reasons[:2] == ["Unhealthy", "Killing"]
-    assert events[0]["message"].startswith("Liveness probe failed: ")
-    assert "no-alive-file" in events[0]["message"]
-    assert events[1]["message"] == "Container c0 failed liveness probe, will be restarted"
+    assert reasons[:4] == [
+        "Pulled",
+        "Unhealthy",
+        "Killing",
+        "Pulled",
+    ]  # one Killing, as the kubelet
+    assert events[1]["message"].startswith("Liveness probe failed: ")
+    assert "no-alive-file" in events[1]["message"]
+    assert events[2]["message"] == "Container c0 failed liveness probe, will be restarted"
 
 
 @pytest.mark.parametrize(
