@@ -1,6 +1,6 @@
 """Syncing one pod: read what the runtime has, decide, act, read again.
 
-``podstate.PodInspector`` reads a pod's sandboxes and containers (the kubelet's
+``inspector.PodInspector`` reads a pod's sandboxes and containers (the kubelet's
 PodStatus); ``podactions.compute_actions`` decides what to kill and what to
 start; ``PodSyncer`` carries the actions out through the CRI and returns the
 pod's runtime state as it is after its own calls, so the parent's cache is fresh
@@ -39,10 +39,10 @@ from pkletd.supervisor.backoff import Clock, CrashBackoff
 from pkletd.supervisor.cgroups import PodCgroups
 from pkletd.supervisor.envvars import ConfigError
 from pkletd.supervisor.events import EventRecorder, Reason, go_duration
+from pkletd.supervisor.inspector import PodInspector
 from pkletd.supervisor.killing import Killer, pod_address
 from pkletd.supervisor.podactions import Actions, PodRuntime, compute_actions
 from pkletd.supervisor.podsetup import CONFIG_ERROR, PodSetup
-from pkletd.supervisor.podstate import PodInspector
 
 log = logging.getLogger(__name__)
 
