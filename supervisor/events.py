@@ -29,10 +29,12 @@ class Reason(enum.Enum):
     FAILED_PRE_STOP_HOOK = "FailedPreStopHook"
     DEADLINE_EXCEEDED = "DeadlineExceeded"
     BACK_OFF = "BackOff"  # the kubelet's reason for crash-loop and image-pull back-off alike
+    CREATED = "Created"
+    STARTED = "Started"
+    FAILED = "Failed"  # a failed pull, and "Error: ..." for a container that could not start
     # image pulls
     PULLING = "Pulling"
     PULLED = "Pulled"
-    FAILED = "Failed"
     ERR_IMAGE_NEVER_PULL = "ErrImageNeverPull"
     # admission rejections (also the rejected pod's status reason)
     OUT_OF_PODS = "OutOfpods"

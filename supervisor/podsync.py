@@ -57,6 +57,10 @@ FAILED_STEP_RETRY_S = 10.0  # the kubelet's pod worker back-off after a failed s
 # After a failed pull the kubelet syncs again at once (PLEG reports the new
 # sandbox), and that sync shows ImagePullBackOff: ErrImagePull is seen only briefly.
 PULL_FAILED_RESYNC_S = 1.0
+# Waiting reasons the kubelet's "Failed" event names as such ("Error: ErrImagePull");
+# for the others it gives the error's message.
+IMAGE_ERRORS = ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull")
+NO_FAILED_EVENT = ("PostStartHookError",)  # FailedPostStartHook says it already
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,9 +289,15 @@ class PodSyncer:
             key = backoff.key(pod.uid, container.name, container.hash)
             wait = self._backoff.remaining(key, previous.finished_at / 1e9)
             if wait > 0:
+                where = f"{pod.name}_{pod.namespace}({pod.uid})"
                 message = (
                     f"back-off {self._backoff.current(key):.0f}s restarting failed "
-                    f"container={container.name} pod={pod.name}_{pod.namespace}({pod.uid})"
+                    f"container={container.name} pod={where}"
+                )
+                self._events.warning(
+                    pod.full_name,
+                    Reason.BACK_OFF,
+                    f"Back-off restarting failed container {container.name} in pod {where}",
                 )
                 waiting[container.name] = Waiting("CrashLoopBackOff", message)
                 retry.append(wait)
@@ -297,16 +307,23 @@ class PodSyncer:
         if pull_wait > 0:
             message = f'Back-off pulling image "{container.image}"'
             self._events.normal(pod.full_name, Reason.BACK_OFF, message)
-            waiting[container.name] = Waiting("ImagePullBackOff", message)
+            waiting[container.name] = self._failed(pod, Waiting("ImagePullBackOff", message))
             retry.append(pull_wait)
             return None
         outcome = self._create_and_start(pod, container, restart_count, sandbox)
         if isinstance(outcome, Waiting):
-            waiting[container.name] = outcome
+            waiting[container.name] = self._failed(pod, outcome)
             pulling = outcome.reason == "ErrImagePull"
             retry.append(PULL_FAILED_RESYNC_S if pulling else FAILED_STEP_RETRY_S)
             return None
         return outcome
+
+    def _failed(self, pod: Pod, why: Waiting) -> Waiting:
+        """Record the kubelet's ``Failed`` event for a container that could not start."""
+        if why.reason not in NO_FAILED_EVENT:
+            detail = why.reason if why.reason in IMAGE_ERRORS else why.message
+            self._events.warning(pod.full_name, Reason.FAILED, f"Error: {detail}")
+        return why
 
     def _pull_backoff(self, pod: Pod, container: Container) -> float:
         key = f"{pod.uid}/{container.image}"
@@ -347,6 +364,7 @@ class PodSyncer:
                 "create failed pod=%s container=%s error=%s", pod.full_name, container.name, exc
             )
             return Waiting("CreateContainerError", exc.detail)
+        self._events.normal(pod.full_name, Reason.CREATED, f"Created container {container.name}")
         try:
             self._runtime.start_container(container_id)
         except CriError as exc:
@@ -354,6 +372,7 @@ class PodSyncer:
                 "start failed pod=%s container=%s error=%s", pod.full_name, container.name, exc
             )
             return Waiting("RunContainerError", exc.detail)
+        self._events.normal(pod.full_name, Reason.STARTED, f"Started container {container.name}")
         log.info(
             "container started pod=%s container=%s restart=%d id=%s",
             pod.full_name,
@@ -382,7 +401,7 @@ class PodSyncer:
         self._events.warning(pod.full_name, Reason.FAILED_POST_START_HOOK, message)
         info = next((c for c in state.containers if c.id == container_id), None)
         if info is not None:
-            self._killer.kill(pod, state, info, pod.grace_period_s)
+            self._killer.kill(pod, state, info, pod.grace_period_s, "FailedPostStartHook")
         return Waiting("PostStartHookError", message)
 
     def _ensure_image(self, pod: Pod, container: Container, sandbox: SandboxSpec) -> ImageInfo:

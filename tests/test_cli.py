@@ -77,7 +77,7 @@ def test_status_json_has_the_documented_shape(pkletd: Pkletd) -> None:
     assert result.returncode == 0
     status = json.loads(result.stdout)
     assert {"workers", "pods", "events"} <= status.keys()
-    assert [e["reason"] for e in status["events"]] == ["Pulled"]  # image already present
+    assert [e["reason"] for e in status["events"]] == ["Pulled", "Created", "Started"]
     assert "events" not in pkletd.status()  # asked for by --json only: polling stays cheap
     assert set(status["workers"][0]) == {
         "name",

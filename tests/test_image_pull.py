@@ -106,7 +106,9 @@ def test_image_only_in_the_registry_is_pulled(pkletd: Pkletd, registry: Registry
     pkletd.put("again", manifest("again", (image, "IfNotPresent")))
     pkletd.wait_running("again")
     assert events(pkletd, "again") == [
-        ("Normal", "Pulled", f'Container image "{image}" already present on machine')
+        ("Normal", "Pulled", f'Container image "{image}" already present on machine'),
+        ("Normal", "Created", "Created container c0"),
+        ("Normal", "Started", "Started container c0"),
     ]
 
 
@@ -124,7 +126,7 @@ def test_always_pulls_again_when_present(
     status = api_pod(pkletd, "always")["status"]["containerStatuses"][0]
     assert status["imageID"].endswith(f"@{newer}"), status["imageID"]  # the tag's new image
     reasons = [reason for _, reason, _ in events(pkletd, "always")]
-    assert reasons == ["Pulling", "Pulled"]
+    assert reasons == ["Pulling", "Pulled", "Created", "Started"]
     assert PULLED.fullmatch(events(pkletd, "always")[1][2])
 
 
@@ -152,11 +154,13 @@ def test_missing_image_backs_off_and_spares_other_pods(pkletd: Pkletd, registry:
     assert backing_off["message"] == f'Back-off pulling image "{missing}"'
     assert api_pod(pkletd, "ghost")["status"]["phase"] == "Pending"
     seen = events(pkletd, "ghost")
-    assert seen[:2] == [
+    assert seen[:3] == [
         ("Normal", "Pulling", f'Pulling image "{missing}"'),
         ("Warning", "Failed", f'Failed to pull image "{missing}": {failed["message"]}'),
+        ("Warning", "Failed", "Error: ErrImagePull"),
     ]
-    assert ("Normal", "BackOff", f'Back-off pulling image "{missing}"') in seen
+    backing = seen.index(("Normal", "BackOff", f'Back-off pulling image "{missing}"'))
+    assert seen[backing + 1] == ("Warning", "Failed", "Error: ImagePullBackOff")
     assert not [e for e in seen if e[1] == "Pulled"]
 
     bystander = pkletd.pod("bystander")
@@ -182,5 +186,6 @@ def test_never_policy_with_a_missing_image(pkletd: Pkletd, registry: Registry) -
     assert api_pod(pkletd, "never")["status"]["phase"] == "Pending"
     seen = events(pkletd, "never")
     assert ("Normal", "Pulled", f'Container image "{BUSYBOX}" already present on machine') in seen
-    assert ("Warning", "ErrImageNeverPull", message) in seen
-    assert not [e for e in seen if e[1] in ("Pulling", "Failed")]
+    refusal = seen.index(("Warning", "ErrImageNeverPull", message))
+    assert seen[refusal + 1] == ("Warning", "Failed", "Error: ErrImageNeverPull")
+    assert not [e for e in seen if e[1] == "Pulling"]

@@ -189,8 +189,10 @@ def test_failed_post_start_hook_kills_and_restarts(pkletd: Pkletd) -> None:
     bad = container("app", SLEEP, lifecycle={"postStart": {"exec": {"command": ["false"]}}})
     pkletd.put("badhook", manifest("badhook", [bad]))
     wait_for("restarted", lambda: statuses(pkletd, "badhook")["app"]["restartCount"] >= 1, 30)
-    reasons = [e["reason"] for e in pkletd.events() if e["object"] == f"default/badhook-{NODE}"]
-    assert "FailedPostStartHook" in reasons
+    events = [e for e in pkletd.events() if e["object"] == f"default/badhook-{NODE}"]
+    reasons = [e["reason"] for e in events]
+    assert reasons[:5] == ["Pulled", "Created", "Started", "FailedPostStartHook", "Killing"]
+    assert events[4]["message"] == "FailedPostStartHook"  # the kubelet's kill message
 
 
 def test_term_ignored_is_killed_at_the_grace_deadline(pkletd: Pkletd) -> None:

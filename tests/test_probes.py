@@ -82,15 +82,16 @@ def test_liveness_failure_restarts_with_events(pkletd: Pkletd) -> None:
     )
     events = [e for e in pkletd.events() if e["object"] == "default/sick-testnode"]
     reasons = [e["reason"] for e in events]
-    assert reasons[:4] == [
-        "Pulled",
+    started = ["Pulled", "Created", "Started"]
+    assert reasons[:8] == [
+        *started,
         "Unhealthy",
         "Killing",
-        "Pulled",
+        *started,
     ]  # one Killing, as the kubelet
-    assert events[1]["message"].startswith("Liveness probe failed: ")
-    assert "no-alive-file" in events[1]["message"]
-    assert events[2]["message"] == "Container c0 failed liveness probe, will be restarted"
+    assert events[3]["message"].startswith("Liveness probe failed: ")
+    assert "no-alive-file" in events[3]["message"]
+    assert events[4]["message"] == "Container c0 failed liveness probe, will be restarted"
 
 
 @pytest.mark.parametrize(

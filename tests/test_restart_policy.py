@@ -49,6 +49,11 @@ def test_crash_loop_backs_off_from_ten_seconds(pkletd: Pkletd, policy: str) -> N
         timeout=15,
     )
     assert backoff["phase"] == "Running"  # the kubelet reports a restarting pod as Running
+    uid = backoff["uid"]
+    warning = f"Back-off restarting failed container c0 in pod crash-testnode_default({uid})"
+    assert ("Warning", "BackOff", warning) in [
+        (e["type"], e["reason"], e["message"]) for e in pkletd.events()
+    ]
     entered = time.monotonic()
     wait_for("second restart", lambda: restarts() >= 2, timeout=30)
     waited = time.monotonic() - entered
