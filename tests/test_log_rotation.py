@@ -66,7 +66,8 @@ def test_container_logs_are_rotated_like_the_kubelet(pkletd: Pkletd) -> None:
         return len(seen) >= 3 and any(f.endswith(".gz") for f in rotated)
 
     wait_for("three rotations", rotated_three_times, timeout=60, every=0.02)
-    files = in_use(logs)
+    # between a rename and the runtime's reopen there is no 0.log, as under the kubelet
+    files = wait_for("0.log reopened", lambda: "0.log" in (f := in_use(logs)) and f)
     assert len(files) == MAX_FILES
     assert files[0] == "0.log"
     compressed, latest = files[1], files[2]

@@ -69,8 +69,11 @@ def on_host(parent: str, uid: str) -> dict[str, int]:
 
 
 def pod_dirs(uid: str) -> list[Path]:
-    """The pod's cgroup directories, in any hierarchy and under any QoS level."""
-    return sorted(CGROUP.glob(f"*/kubepods/**/pod{uid}"))
+    """The pod's cgroup directories, in any hierarchy and under any QoS level (looked up
+    where they can be, not walked: other pods' cgroups come and go meanwhile)."""
+    levels = ("", "burstable/", "besteffort/")
+    found = (c / "kubepods" / f"{level}pod{uid}" for c in CGROUP.iterdir() for level in levels)
+    return sorted(d for d in found if d.is_dir())
 
 
 def uid_of(agent: Pkletd, name: str) -> str:
