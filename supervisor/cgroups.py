@@ -130,6 +130,17 @@ class CgroupTree:
     def any_exists(self, name: str) -> bool:
         return any((top / name.strip("/")).is_dir() for top in self._hierarchies())
 
+    def children(self, name: str) -> set[str]:
+        """The names of the cgroups right below ``name``, in any hierarchy."""
+        found: set[str] = set()
+        for top in self._hierarchies():
+            try:
+                with os.scandir(top / name.strip("/")) as entries:
+                    found.update(e.name for e in entries if e.is_dir(follow_symlinks=False))
+            except OSError:
+                continue  # not made in this hierarchy, or removed meanwhile
+        return found
+
     def pids(self, name: str) -> set[int]:
         """Processes in the cgroup or below it, in any hierarchy."""
         found: set[int] = set()
@@ -165,9 +176,10 @@ class CgroupTree:
         if "pids" in controllers and values.pids is not None:
             _write(self.path(name, "pids") / "pids.max", _or_max(values.pids))
 
-    def destroy(self, name: str) -> None:
-        """Kill what is left in the cgroup, then remove it (and below) from every hierarchy."""
-        for pid in sorted(self.pids(name)):
+    def destroy(self, name: str, kill: bool = True) -> None:
+        """Kill what is left in the cgroup (unless not ``kill``: then a cgroup with
+        processes stays, with EBUSY), and remove it and below from every hierarchy."""
+        for pid in sorted(self.pids(name)) if kill else ():
             self._kill(pid)
         for top in self._hierarchies():
             for directory in reversed(list(_walk(top / name.strip("/")))):
@@ -330,18 +342,31 @@ class PodCgroups:
         log.info("pod cgroup created pod=%s cgroup=%s", pod.full_name, name)
         return None
 
-    def remove(self, uid: str) -> None:
-        """Remove the pod's cgroup wherever it is; a failure is logged."""
+    def remove(self, uid: str, kill: bool = True) -> None:
+        """Remove the pod's cgroup wherever it is (killing what is left in it, unless
+        not ``kill``); a failure is logged."""
         self._track(uid, None)
         for name in pod_cgroup_names(uid):
             if not self.tree.any_exists(name):
                 continue
             try:
-                self.tree.destroy(name)
+                self.tree.destroy(name, kill)
             except OSError as exc:
                 log.error("pod cgroup removal failed uid=%s cgroup=%s error=%s", uid, name, exc)
                 continue
             log.info("pod cgroup removed uid=%s cgroup=%s", uid, name)
+
+    def unused(self, skip: Callable[[str], bool]) -> set[str]:
+        """The uid of every pod cgroup under ``/kubepods`` with nothing made below it (no
+        sandbox, no container), whoever made it, but for the uids ``skip`` says."""
+        found = set()
+        for parent in QOS_PARENT.values():
+            for child in self.tree.children(parent):
+                uid = child.removeprefix("pod")
+                if child.startswith("pod") and not skip(uid):
+                    if not self.tree.children(f"{parent}/{child}"):
+                        found.add(uid)
+        return found
 
     def _track(self, uid: str, pod: Pod | None) -> None:
         """Keep ``/kubepods/burstable``'s shares at the Burstable pods' summed cpu requests."""

@@ -18,7 +18,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -228,6 +228,16 @@ class PodSyncer:
             )
             self._killer.kill(pod, state, container, *kills[container.id])
         return self._inspector.inspect(pod.uid) if doomed else state
+
+    def unused_cgroups(self, skip: Callable[[str], bool]) -> set[str]:
+        """Pods with a cgroup and nothing in it, but for the uids ``skip`` says."""
+        return self._cgroups.unused(skip)
+
+    def remove_cgroup(self, uid: str) -> SyncResult:
+        """Remove a pod cgroup left with no pod and no sandbox, without killing: if a
+        process came into it meanwhile, it is not ours (another agent's, on a test host)."""
+        self._cgroups.remove(uid, kill=False)
+        return SyncResult(uid, PodRuntime(uid), terminated=True)
 
     def forget(self, uid: str) -> None:
         self._backoff.forget_pod(uid)

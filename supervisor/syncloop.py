@@ -10,6 +10,7 @@ source wants, once every source has spoken.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import logging
 import time
@@ -73,6 +74,7 @@ class SyncLoop:
         self._requeue: list[tuple[float, str]] = []
         self._due: dict[str, float] = {}
         self._terminating: set[str] = set()
+        self._cgroup_orphans: set[str] = set()  # pod cgroups with no pod, at the last pass
         self._next_housekeeping = 0.0
         self.stopping = False
         self.runtime_ok = True
@@ -227,7 +229,9 @@ class SyncLoop:
         return self._requeue[0][0] if self._requeue else now + 60.0
 
     def housekeeping(self) -> None:
-        """Terminate pods the runtime runs that no source wants (after every source spoke)."""
+        """Terminate pods the runtime runs that no source wants (after every source spoke),
+        and pod cgroups left with no pod and no sandbox (the kubelet's
+        cleanupOrphanedPodCgroups)."""
         try:
             sandboxes = self._runtime.list_sandboxes()
             self.runtime_ok = True
@@ -238,14 +242,32 @@ class SyncLoop:
         if not self._pods.sources_ready:
             return
         for sandbox in sandboxes:
-            uid = sandbox.uid
-            if (
-                uid
-                and self._pods.get(uid) is None
-                and uid not in self._terminating
-                and not self._pod_workers.busy(uid)
-            ):
+            if sandbox.uid and self._unowned(sandbox.uid):
                 log.info(
-                    "orphaned pod found pod=%s/%s uid=%s", sandbox.namespace, sandbox.name, uid
+                    "orphaned pod found pod=%s/%s uid=%s",
+                    sandbox.namespace,
+                    sandbox.name,
+                    sandbox.uid,
                 )
-                self._terminate(uid, None, None)
+                self._terminate(sandbox.uid, None, None)
+        self._orphaned_cgroups({s.uid for s in sandboxes})
+
+    def _orphaned_cgroups(self, with_sandbox: set[str]) -> None:
+        """Remove a pod cgroup seen on two passes in a row with nothing in it, no pod and
+        no sandbox (a pod's cgroup is made just before its sandbox)."""
+        orphans = self._syncer.unused_cgroups(
+            lambda uid: uid in with_sandbox or not self._unowned(uid)
+        )
+        for uid in orphans & self._cgroup_orphans:
+            log.info("orphaned pod cgroup found uid=%s", uid)
+            self._terminating.add(uid)
+            self._pod_workers.update(uid, functools.partial(self._syncer.remove_cgroup, uid), True)
+        self._cgroup_orphans = orphans
+
+    def _unowned(self, uid: str) -> bool:
+        """No source wants the pod, and nothing is under way for it."""
+        return (
+            self._pods.get(uid) is None
+            and uid not in self._terminating
+            and not self._pod_workers.busy(uid)
+        )

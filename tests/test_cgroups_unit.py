@@ -150,6 +150,21 @@ def test_remove_kills_leftovers_and_removes_every_hierarchy(v1: Path) -> None:
     assert (v1 / "cpu/kubepods/burstable").is_dir()  # the QoS levels stay
 
 
+def test_unused_pod_cgroups_and_removal_without_killing(v1: Path) -> None:
+    killed = Killed()
+    pods = manager(v1, killed=killed).start()
+    for uid in ("empty", "ours", "used"):
+        pods.ensure(pod(uid, BEST_EFFORT))
+    (v1 / "cpu/kubepods/besteffort/podused/sandbox").mkdir()  # a runtime made it
+    (v1 / "cpu/kubepods/besteffort/podused/sandbox/cgroup.procs").write_text("4242\n")
+    (v1 / "cpu/kubepods/besteffort/not-a-pod").mkdir()
+    assert pods.unused(skip=lambda uid: uid == "ours") == {"empty"}
+    pods.remove("empty", kill=False)
+    assert not pods.tree.any_exists("/kubepods/besteffort/podempty")
+    pods.remove("used", kill=False)
+    assert killed == []  # what runs there is left alone (cgroupfs refuses the rmdir: EBUSY)
+
+
 def test_a_cgroup_that_cannot_be_made_is_the_reason(v1: Path) -> None:
     pods = manager(v1).start()
     (v1 / "cpu/kubepods/besteffort").rename(v1 / "cpu/kubepods/gone")

@@ -4,10 +4,13 @@ under their QoS level with the pod-level values, and their removal with the pod.
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pkletd.supervisor.cgroups import CgroupTree
+from pkletd.supervisor.resources import CgroupValues
 
 from tests.e2e import Pkletd, api_pod, exec_in, pod_manifest, wait_for
 from tests.harness.containerd import PrivateContainerd
@@ -192,3 +195,22 @@ def test_a_pod_removed_while_pkletd_was_down_loses_its_cgroup(pkletd: Pkletd) ->
     pkletd.remove("orphan")
     pkletd.start()
     wait_for("the orphan's pod cgroup removed", lambda: not pod_dirs(uid))
+
+
+def test_a_pod_cgroup_left_without_its_pod_is_removed(pkletd: Pkletd) -> None:
+    """A pod cgroup with nothing in it, no pod and no sandbox (an agent that died between
+    making it and the sandbox) goes at housekeeping, as with the kubelet's
+    cleanupOrphanedPodCgroups; one with a cgroup below it (a sandbox of a runtime
+    pkletd does not see) stays, and nothing in it is killed."""
+    empty, used = uuid.uuid4().hex, uuid.uuid4().hex
+    tree = CgroupTree()
+    tree.create(f"/kubepods/besteffort/pod{empty}", CgroupValues())
+    tree.create(f"/kubepods/besteffort/pod{used}/sandbox", CgroupValues())
+    try:
+        pkletd.start()
+        wait_for("the empty pod cgroup removed", lambda: not pod_dirs(empty), timeout=60)
+        log = pkletd.log()
+        assert f"orphaned pod cgroup found uid={empty}" in log
+        assert pod_dirs(used) and used not in log
+    finally:
+        tree.destroy(f"/kubepods/besteffort/pod{used}")
