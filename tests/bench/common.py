@@ -41,6 +41,7 @@ from tests.harness.containerd import (
     find_shims,
     pid_alive,
     remove_all_pods,
+    remove_pod_cgroups,
     runtime_service,
 )
 
@@ -318,11 +319,11 @@ def clean_runtime(address: str, parallelism: int = PARALLELISM) -> None:
                 for c in rt.ListContainers(api_pb2.ListContainersRequest(), timeout=30).containers
             ]
             list(pool.map(drop_container, ids))
-            ids = [
-                s.id for s in rt.ListPodSandbox(api_pb2.ListPodSandboxRequest(), timeout=30).items
-            ]
+            sandboxes = rt.ListPodSandbox(api_pb2.ListPodSandboxRequest(), timeout=30).items
+            ids = [s.id for s in sandboxes]
             list(pool.map(drop_sandbox, ids))
     remove_all_pods(address)
+    remove_pod_cgroups(s.metadata.uid for s in sandboxes)
     if ids:
         progress(f"runtime cleaned: {len(ids)} pods in {time.monotonic() - started:.1f} s")
 

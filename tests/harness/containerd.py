@@ -41,7 +41,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -223,9 +223,7 @@ def remove_all_pods(address: str, timeout: float = 60.0) -> None:
             )
     # pkletd removes a pod's cgroup when it terminates the pod; these were removed behind
     # its back (a stopped pkletd leaves its pods running). By uid: other daemons' are not ours.
-    for uid in sorted(u for u in uids if u):
-        for parent in POD_CGROUP_PARENTS:
-            remove_empty_cgroups(f"{parent}/pod{uid}")
+    remove_pod_cgroups(uids)
     left = [p.id for p in list_pod_sandboxes(address)] + [c.id for c in list_containers(address)]
     if left:
         raise HarnessError(f"pods/containers still present after cleanup: {', '.join(left)}")
@@ -369,6 +367,13 @@ def remove_unused_bridge(name: str = CNI_BRIDGE) -> None:
     ports = Path(f"/sys/class/net/{name}/brif")
     if ports.is_dir() and not any(ports.iterdir()) and shutil.which("ip"):
         subprocess.run(["ip", "link", "delete", name], capture_output=True, timeout=30)
+
+
+def remove_pod_cgroups(uids: Iterable[str]) -> None:
+    """Remove these pods' cgroups, which runc leaves behind as parents, where empty."""
+    for uid in sorted(u for u in uids if u):
+        for parent in POD_CGROUP_PARENTS:
+            remove_empty_cgroups(f"{parent}/pod{uid}")
 
 
 def remove_empty_cgroups(name: str) -> None:
