@@ -12,12 +12,13 @@ import dataclasses
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NewType
+from typing import Any, NewType, TypeVar
 
 import grpc
 from cri_api.v1 import api_pb2 as pb
 from cri_api.v1 import api_pb2_grpc as pb_grpc
 
+T = TypeVar("T")
 ContainerID = NewType("ContainerID", str)
 SandboxID = NewType("SandboxID", str)
 
@@ -67,13 +68,14 @@ class CriError(RuntimeError):
         return f"rpc error: code = {code} desc = {self.detail}"
 
 
-def unless_gone(call: Callable[..., object], *args: object) -> None:
-    """Make a CRI call whose object may already be gone: NOT_FOUND is success."""
+def unless_gone(call: Callable[..., T], *args: object) -> T | None:
+    """Make a CRI call whose object may already be gone: its result, or None on NOT_FOUND."""
     try:
-        call(*args)
+        return call(*args)
     except CriError as exc:
         if not exc.not_found:
             raise
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,10 +18,10 @@ from pkletd.ipc.cri import (
     ContainerID,
     ContainerInfo,
     ContainerState,
-    CriError,
     CriRuntime,
     SandboxInfo,
     SandboxState,
+    unless_gone,
 )
 from pkletd.supervisor.podactions import PodRuntime
 
@@ -56,7 +56,7 @@ class PodInspector:
         exited: dict[ContainerID, ContainerInfo] = {}
         containers = []
         for listed in self._runtime.list_containers(uid):
-            status = known.get(listed.id) or self._status(listed)
+            status = known.get(listed.id) or unless_gone(self._runtime.container_status, listed)
             if status is None:
                 continue  # removed between the list and the status call
             if status.state is ContainerState.EXITED:
@@ -64,11 +64,3 @@ class PodInspector:
             containers.append(status)
         self._exited[uid] = exited  # only what is still listed: removed ones drop out
         return containers
-
-    def _status(self, listed: ContainerInfo) -> ContainerInfo | None:
-        try:
-            return self._runtime.container_status(listed)
-        except CriError as exc:
-            if not exc.not_found:
-                raise
-            return None

@@ -209,12 +209,8 @@ class PodSyncer:
         return time.monotonic() - began
 
     def _running(self, container_id: ContainerID) -> bool:
-        try:
-            return self._runtime.container_state(container_id) is ContainerState.RUNNING
-        except CriError as exc:
-            if exc.not_found:
-                return False
-            raise
+        state = unless_gone(self._runtime.container_state, container_id)
+        return state is ContainerState.RUNNING
 
     def _kill_requested(self, pod: Pod, state: PodRuntime) -> PodRuntime:
         """Kill containers the prober condemned; the pod's state after."""
