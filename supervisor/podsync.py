@@ -229,12 +229,6 @@ class PodSyncer:
         """Pods with a cgroup and nothing in it, but for the uids ``skip`` says."""
         return self._cgroups.unused(skip)
 
-    def remove_cgroup(self, uid: str) -> SyncResult:
-        """Remove a pod cgroup left with no pod and no sandbox, without killing: if a
-        process came into it meanwhile, it is not ours (another agent's, on a test host)."""
-        self._cgroups.remove(uid, kill=False)
-        return SyncResult(uid, PodRuntime(uid), terminated=True)
-
     def forget(self, uid: str) -> None:
         self._backoff.forget_pod(uid)
         self._pulls.forget_pod(uid)
@@ -245,7 +239,10 @@ class PodSyncer:
         self._inspector.forget(uid)
 
     def terminate(self, uid: str, pod: Pod | None, grace_s: int | None) -> SyncResult:
-        """Stop and remove everything the runtime has for this pod (``pod`` None: an orphan)."""
+        """Stop and remove everything the runtime has for this pod (``pod`` None: an orphan).
+
+        What is left in the pod's cgroup is killed if the pod is ours (a source's, or our
+        runtime's). An orphan cgroup alone may be another agent's pod on a shared host."""
         state = self._inspector.inspect(uid)
         grace = state.grace_period() if grace_s is None else grace_s
         self._killer.kill_pod(pod, state, grace)
@@ -255,7 +252,8 @@ class PodSyncer:
         for sandbox in state.sandboxes:
             unless_gone(self._runtime.remove_sandbox, sandbox.id)
         self._setup.teardown(uid)
-        self._cgroups.remove(uid)  # after its containers and sandboxes
+        ours = pod is not None or bool(state.sandboxes)
+        self._cgroups.remove(uid, kill=ours)  # after its containers and sandboxes
         log.info("pod terminated pod=%s uid=%s", name, uid)
         return SyncResult(uid, PodRuntime(uid), terminated=True)
 

@@ -10,7 +10,6 @@ source wants, once every source has spoken.
 
 from __future__ import annotations
 
-import functools
 import heapq
 import logging
 import time
@@ -260,8 +259,7 @@ class SyncLoop:
         )
         for uid in orphans & self._cgroup_orphans:
             log.info("orphaned pod cgroup found uid=%s", uid)
-            self._terminating.add(uid)
-            self._pod_workers.update(uid, functools.partial(self._syncer.remove_cgroup, uid), True)
+            self._terminate(uid, None, None)
         self._cgroup_orphans = orphans
 
     def _unowned(self, uid: str) -> bool:
