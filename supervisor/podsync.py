@@ -258,12 +258,12 @@ class PodSyncer:
         return SyncResult(uid, PodRuntime(uid), terminated=True)
 
     def _sandbox_for(self, pod: Pod, state: PodRuntime, actions: Actions) -> PodSandbox:
-        spec = runtimespec.sandbox_spec(pod, actions.sandbox_attempt, self._logs_root)
         if not actions.create_sandbox:
             sandbox = state.sandbox()
             assert sandbox is not None
             spec = runtimespec.sandbox_spec(pod, sandbox.attempt, self._logs_root)
             return PodSandbox(sandbox.id, spec, sandbox.ip)
+        spec = runtimespec.sandbox_spec(pod, actions.sandbox_attempt, self._logs_root)
         Path(spec.log_directory).mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         sandbox_id = self._runtime.run_sandbox(spec)
