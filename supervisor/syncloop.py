@@ -31,7 +31,7 @@ from pkletd.ipc.podspec import Pod
 from pkletd.supervisor import admission
 from pkletd.supervisor.events import EventRecorder, Reason
 from pkletd.supervisor.pods import Pods
-from pkletd.supervisor.podsync import PodSyncer, SyncOptions, SyncResult
+from pkletd.supervisor.podsync import FAILED_STEP_RETRY_S, PodSyncer, SyncOptions, SyncResult
 from pkletd.supervisor.podworkers import PodWorkers
 from pkletd.supervisor.proberesults import ProbeResults
 
@@ -186,7 +186,7 @@ class SyncLoop:
     def on_sync_done(self, uid: str, outcome: SyncResult | BaseException) -> None:
         if isinstance(outcome, BaseException):
             log.error("pod sync failed uid=%s error=%s", uid, outcome)
-            self._schedule(uid, 10.0)
+            self._schedule(uid, FAILED_STEP_RETRY_S)
             return
         if outcome.terminated:
             self._terminating.discard(uid)
