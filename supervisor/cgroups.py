@@ -363,9 +363,12 @@ class PodCgroups:
         for parent in QOS_PARENT.values():
             for child in self.tree.children(parent):
                 uid = child.removeprefix("pod")
-                if child.startswith("pod") and not skip(uid):
-                    if not self.tree.children(f"{parent}/{child}"):
-                        found.add(uid)
+                if (
+                    child.startswith("pod")
+                    and not skip(uid)
+                    and not self.tree.children(f"{parent}/{child}")  # last: a scan each
+                ):
+                    found.add(uid)
         return found
 
     def _track(self, uid: str, pod: Pod | None) -> None:
