@@ -26,10 +26,9 @@ log = logging.getLogger(__name__)
 MINIMUM_GRACE_S = 2
 
 
-def pod_address(pod: Pod, state: PodRuntime) -> str:
+def pod_address(pod: Pod, sandbox_ip: str) -> str:
     """Where hooks go: the pod's IP, or loopback for a hostNetwork pod."""
-    sandbox = state.sandbox()
-    return "127.0.0.1" if pod.host_network else (sandbox.ip if sandbox is not None else "")
+    return "127.0.0.1" if pod.host_network else sandbox_ip
 
 
 class Killer:
@@ -81,7 +80,8 @@ class Killer:
         assert spec.pre_stop is not None
         hook = dataclasses.replace(spec.pre_stop, timeout_s=max(1, grace_s))
         started = time.monotonic()
-        target = handlers.Target(spec, info.id, pod_address(pod, state))
+        sandbox = state.sandbox()
+        target = handlers.Target(spec, info.id, pod_address(pod, sandbox.ip if sandbox else ""))
         outcome = handlers.run(hook, target, self._runtime)
         if not outcome.ok:
             message = f"PreStopHook failed: {outcome.output}"

@@ -385,24 +385,24 @@ class PodSyncer:
             container_id[:13],
         )
         if container.post_start is not None:
-            failure = self._post_start(pod, container, container_id)
+            failure = self._post_start(pod, container, container_id, sandbox.ip)
             if failure is not None:
                 return failure
         return container_id
 
     def _post_start(
-        self, pod: Pod, container: Container, container_id: ContainerID
+        self, pod: Pod, container: Container, container_id: ContainerID, sandbox_ip: str
     ) -> Waiting | None:
         """Run the postStart hook; on failure kill the container, as the kubelet does."""
         assert container.post_start is not None
-        state = self._inspector.inspect(pod.uid)
         hook = dataclasses.replace(container.post_start, timeout_s=POST_START_TIMEOUT_S)
-        target = handlers.Target(container, container_id, pod_address(pod, state))
+        target = handlers.Target(container, container_id, pod_address(pod, sandbox_ip))
         outcome = handlers.run(hook, target, self._runtime)
         if outcome.ok:
             return None
         message = f"PostStartHook failed: {outcome.output}"
         self._events.warning(pod.full_name, Reason.FAILED_POST_START_HOOK, message)
+        state = self._inspector.inspect(pod.uid)  # the container to kill, for preStop too
         info = next((c for c in state.containers if c.id == container_id), None)
         if info is not None:
             self._killer.kill(pod, state, info, pod.grace_period_s, "FailedPostStartHook")
