@@ -35,21 +35,21 @@ from pkletd.ipc.messages import (
     SnapshotRequest,
     WorkerReady,
 )
-from pkletd.supervisor import admission
-from pkletd.supervisor.cgroups import PodCgroups
 from pkletd.supervisor.children import Children, State
 from pkletd.supervisor.config import KubeletConfig
 from pkletd.supervisor.control import ControlServer, Request
-from pkletd.supervisor.events import EventRecorder
 from pkletd.supervisor.forkserver import Exited, ForkServer, Spawned
-from pkletd.supervisor.nodeinfo import NodeInfo
 from pkletd.supervisor.notify import Notifier
-from pkletd.supervisor.pods import Pods
-from pkletd.supervisor.podsetup import PodSetup
-from pkletd.supervisor.podsync import PodSyncer
-from pkletd.supervisor.podworkers import PodWorkers
-from pkletd.supervisor.proberesults import ProbeResults
-from pkletd.supervisor.syncloop import Parts, SyncLoop
+from pkletd.supervisor.pods import admission
+from pkletd.supervisor.pods.book import Pods
+from pkletd.supervisor.pods.cgroups.podcgroups import PodCgroups
+from pkletd.supervisor.pods.events import EventRecorder
+from pkletd.supervisor.pods.nodeinfo import NodeInfo
+from pkletd.supervisor.pods.podsync import PodSyncer
+from pkletd.supervisor.pods.podworkers import PodWorkers
+from pkletd.supervisor.pods.proberesults import ProbeResults
+from pkletd.supervisor.pods.setup.podsetup import PodSetup
+from pkletd.supervisor.pods.syncloop import Parts, SyncLoop
 
 log = logging.getLogger(__name__)
 

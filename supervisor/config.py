@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pkletd.ipc import quantity
+from pkletd.ipc.apimodel import quantity
 
 API_VERSION = "kubelet.config.k8s.io/v1beta1"
 KIND = "KubeletConfiguration"

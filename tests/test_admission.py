@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pkletd.ipc.podspec import parse_pod
-from pkletd.supervisor import admission
-from pkletd.supervisor.events import Reason
+from pkletd.ipc.apimodel.podspec import parse_pod
+from pkletd.supervisor.pods import admission
+from pkletd.supervisor.pods.events import Reason
 
 from tests.e2e import Pkletd, api_pod, pod_manifest, wait_for
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from pkletd.supervisor import backoff
-from pkletd.supervisor.backoff import CrashBackoff
+from pkletd.supervisor.pods import backoff
+from pkletd.supervisor.pods.backoff import CrashBackoff
 
 KEY = backoff.key("uid-1", "app", "abcd1234")
 

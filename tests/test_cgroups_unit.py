@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pkletd.ipc.podspec import Pod, parse_pod
-from pkletd.supervisor import cgroups
-from pkletd.supervisor.cgroups import CgroupTree, PodCgroups
+from pkletd.ipc.apimodel.podspec import Pod, parse_pod
+from pkletd.supervisor.pods.cgroups import podcgroups
+from pkletd.supervisor.pods.cgroups.podcgroups import CgroupTree, PodCgroups
 
 MI = 2**20
 GI = 2**30
@@ -70,9 +70,9 @@ def read(path: Path) -> str:
 
 
 def test_names() -> None:
-    assert cgroups.pod_cgroup_name(pod("g", GUARANTEED)) == "/kubepods/podg"
-    assert cgroups.pod_cgroup_name(pod("b", BURSTABLE)) == "/kubepods/burstable/podb"
-    assert cgroups.pod_cgroup_name(pod("e", BEST_EFFORT)) == "/kubepods/besteffort/pode"
+    assert podcgroups.pod_cgroup_name(pod("g", GUARANTEED)) == "/kubepods/podg"
+    assert podcgroups.pod_cgroup_name(pod("b", BURSTABLE)) == "/kubepods/burstable/podb"
+    assert podcgroups.pod_cgroup_name(pod("e", BEST_EFFORT)) == "/kubepods/besteffort/pode"
 
 
 def test_v1_start_makes_the_node_and_qos_levels(v1: Path) -> None:
@@ -142,7 +142,9 @@ def test_remove_kills_leftovers_and_removes_every_hierarchy(v1: Path) -> None:
     assert killed == [4242]
     for name in V1_HIERARCHIES:
         assert not (v1 / name / "kubepods/burstable/podb").exists()
-        assert (v1 / name / "kubepods/burstable/podb2").exists() == (name in cgroups.V1_CONTROLLERS)
+        assert (v1 / name / "kubepods/burstable/podb2").exists() == (
+            name in podcgroups.V1_CONTROLLERS
+        )
     assert read(v1 / "cpu/kubepods/burstable/cpu.shares") == "1024"  # b's share is gone
     pods.remove("b")  # gone already: nothing to do
     pods.remove("b2")
@@ -188,7 +190,7 @@ def test_a_busy_cgroup_is_retried_then_reported(v1: Path, caplog: pytest.LogCapt
     pods = PodCgroups(tree, 1000, GI).start()
     pods.ensure(pod("e", BEST_EFFORT))
     pods.remove("e")  # logged, not raised: the pod is gone from the runtime either way
-    assert len(calls) == cgroups.REMOVE_ATTEMPTS
+    assert len(calls) == podcgroups.REMOVE_ATTEMPTS
     assert "pod cgroup removal failed uid=e" in caplog.text
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from pkletd.ipc.podspec import parse_pod
+from pkletd.ipc.apimodel.podspec import parse_pod
 
 from tests.e2e import Pkletd, api_pod, condition, wait_for
 

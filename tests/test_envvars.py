@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pkletd.ipc.envspec import ResourceRef
-from pkletd.ipc.podspec import InvalidPod, parse_pod
-from pkletd.supervisor import downward, envvars
-from pkletd.supervisor.envvars import ConfigError, expand
-from pkletd.supervisor.nodeinfo import NodeInfo
+from pkletd.ipc.apimodel.envspec import ResourceRef
+from pkletd.ipc.apimodel.podspec import InvalidPod, parse_pod
+from pkletd.supervisor.pods.nodeinfo import NodeInfo
+from pkletd.supervisor.pods.setup import downward, envvars
+from pkletd.supervisor.pods.setup.envvars import ConfigError, expand
 
 NODE = NodeInfo(
     "node-a",
@@ -124,7 +124,7 @@ def test_go_quote() -> None:
     ],
 )
 def test_resource_refs(resource: str, divisor: str, expected: str) -> None:
-    from pkletd.ipc import quantity
+    from pkletd.ipc.apimodel import quantity
 
     ref = ResourceRef(resource, "", quantity.parse(divisor))
     assert downward.resource_value(pod(), "app", ref, NODE) == expected

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from pkletd.supervisor.events import EventRecorder, Reason
+from pkletd.supervisor.pods.events import EventRecorder, Reason
 
 
 def test_recent_events_read_while_pod_workers_record() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from pkletd.ipc.cri import CriError
-from pkletd.supervisor.events import go_duration
+from pkletd.supervisor.pods.events import go_duration
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pkletd.supervisor.cgroups import CgroupTree
-from pkletd.supervisor.resources import CgroupValues
+from pkletd.supervisor.pods.cgroups.podcgroups import CgroupTree
+from pkletd.supervisor.pods.cgroups.resources import CgroupValues
 
 from tests.e2e import Pkletd, api_pod, exec_in, pod_manifest, wait_for
 from tests.harness.containerd import PrivateContainerd

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pkletd.ipc.cri import ContainerState
 from pkletd.ipc.messages import PodLifecycleEvent
-from pkletd.supervisor.pods import Pods
-from pkletd.supervisor.podsync import SyncResult
-from pkletd.supervisor.proberesults import ProbeResults
+from pkletd.supervisor.pods.book import Pods
+from pkletd.supervisor.pods.podsync import SyncResult
+from pkletd.supervisor.pods.proberesults import ProbeResults
 
 from tests.unit_helpers import UID, container, make_pod, pod_dict, runtime, sandbox
 

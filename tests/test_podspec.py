@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pkletd.ipc.podspec import InvalidPod, Port, default_pull_policy, parse_pod
+from pkletd.ipc.apimodel.podspec import InvalidPod, Port, default_pull_policy, parse_pod
 
 
 def manifest(**spec: Any) -> dict[str, Any]:

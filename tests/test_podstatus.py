@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pkletd.ipc.apimodel.podspec import Pod
 from pkletd.ipc.cri import ContainerInfo, ContainerState, SandboxState
-from pkletd.ipc.podspec import Pod
-from pkletd.supervisor import podstatus
-from pkletd.supervisor.podsync import Waiting
-from pkletd.supervisor.proberesults import ProbeResults
+from pkletd.supervisor.pods import podstatus
+from pkletd.supervisor.pods.podsync import Waiting
+from pkletd.supervisor.pods.proberesults import ProbeResults
 
 from tests.unit_helpers import SECOND, T0, container, make_pod, runtime, sandbox
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import select
 import threading
 
-from pkletd.supervisor.podactions import PodRuntime
-from pkletd.supervisor.podsync import SyncResult
-from pkletd.supervisor.podworkers import PodWorkers
+from pkletd.supervisor.pods.podactions import PodRuntime
+from pkletd.supervisor.pods.podsync import SyncResult
+from pkletd.supervisor.pods.podworkers import PodWorkers
 
 
 def collect(workers: PodWorkers, count: int) -> list[str]:

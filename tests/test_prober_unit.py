@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 from pkletd.ipc import handlers
+from pkletd.ipc.apimodel.podspec import parse_pod
+from pkletd.ipc.apimodel.probespec import InvalidProbe, Probe, parse_probes
 from pkletd.ipc.messages import ProbeResult
-from pkletd.ipc.podspec import parse_pod
-from pkletd.ipc.probespec import InvalidProbe, Probe, parse_probes
-from pkletd.supervisor.proberesults import ProbeResults
+from pkletd.supervisor.pods.proberesults import ProbeResults
 from pkletd.workers.http import metrics_text
 from pkletd.workers.prober import FAILURE, SUCCESS, Metrics, Schedule
 from prometheus_client.parser import text_string_to_metric_families

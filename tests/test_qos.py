@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pkletd.supervisor import qos
+from pkletd.supervisor.pods.cgroups import qos
 
 from tests.unit_helpers import resource_pod
 

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 from pkletd.ipc import cri
-from pkletd.ipc.podspec import InvalidPod, parse_pod
-from pkletd.supervisor import resources, runtimespec
-from pkletd.supervisor.resources import CgroupValues
+from pkletd.ipc.apimodel.podspec import InvalidPod, parse_pod
+from pkletd.supervisor.pods.cgroups import resources
+from pkletd.supervisor.pods.cgroups.resources import CgroupValues
+from pkletd.supervisor.pods.setup import runtimespec
 
 from tests.unit_helpers import resource_pod
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 from pkletd.ipc import cri
+from pkletd.ipc.apimodel.podspec import InvalidPod, parse_pod
 from pkletd.ipc.cri import ContainerSpec, SeccompSpec
-from pkletd.ipc.podspec import InvalidPod, parse_pod
-from pkletd.supervisor import runtimespec, securitycontext
-from pkletd.supervisor.nodeinfo import NodeInfo
-from pkletd.supervisor.securitycontext import (
+from pkletd.supervisor.pods.nodeinfo import NodeInfo
+from pkletd.supervisor.pods.setup import runtimespec, securitycontext
+from pkletd.supervisor.pods.setup.securitycontext import (
     DEFAULT_MASKED_PATHS,
     DEFAULT_READONLY_PATHS,
     container_security,

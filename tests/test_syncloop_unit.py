@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from pkletd.ipc.messages import PodLifecycleEvent
-from pkletd.supervisor import admission
-from pkletd.supervisor.events import EventRecorder
-from pkletd.supervisor.pods import Pods
-from pkletd.supervisor.podsync import SyncResult
-from pkletd.supervisor.proberesults import ProbeResults
-from pkletd.supervisor.syncloop import Parts, SyncLoop
+from pkletd.supervisor.pods import admission
+from pkletd.supervisor.pods.book import Pods
+from pkletd.supervisor.pods.events import EventRecorder
+from pkletd.supervisor.pods.podsync import SyncResult
+from pkletd.supervisor.pods.proberesults import ProbeResults
+from pkletd.supervisor.pods.syncloop import Parts, SyncLoop
 
 from tests.unit_helpers import UID, container, make_pod, pod_dict, runtime, sandbox
 

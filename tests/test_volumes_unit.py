@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pkletd.ipc.podspec import InvalidPod, parse_pod
-from pkletd.supervisor import atomicwriter, volumes
-from pkletd.supervisor.atomicwriter import FileProjection, PayloadError
-from pkletd.supervisor.envvars import ConfigError
-from pkletd.supervisor.nodeinfo import NodeInfo
-from pkletd.supervisor.volumes import PodVolumes, SetupFailure, check_host_path
+from pkletd.ipc.apimodel.podspec import InvalidPod, parse_pod
+from pkletd.supervisor.pods.nodeinfo import NodeInfo
+from pkletd.supervisor.pods.setup import atomicwriter, volumes
+from pkletd.supervisor.pods.setup.atomicwriter import FileProjection, PayloadError
+from pkletd.supervisor.pods.setup.envvars import ConfigError
+from pkletd.supervisor.pods.setup.volumes import PodVolumes, SetupFailure, check_host_path
 
 
 @pytest.fixture

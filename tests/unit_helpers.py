@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pkletd.ipc.apimodel.podspec import Pod, parse_pod
 from pkletd.ipc.cri import (
     ContainerID,
     ContainerInfo,
@@ -12,9 +13,8 @@ from pkletd.ipc.cri import (
     SandboxInfo,
     SandboxState,
 )
-from pkletd.ipc.podspec import Pod, parse_pod
-from pkletd.supervisor.podactions import PodRuntime
-from pkletd.supervisor.runtimespec import CONTAINER_HASH
+from pkletd.supervisor.pods.podactions import PodRuntime
+from pkletd.supervisor.pods.setup.runtimespec import CONTAINER_HASH
 
 UID = "uid-1"
 SECOND = 1_000_000_000  # the CRI reports times in nanoseconds

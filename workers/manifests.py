@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pkletd.ipc.podspec import InvalidPod, parse_pod
+from pkletd.ipc.apimodel.podspec import InvalidPod, parse_pod
 
 SOURCE_ANNOTATION = "kubernetes.io/config.source"
 HASH_ANNOTATION = "kubernetes.io/config.hash"

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pkletd.ipc import handlers
+from pkletd.ipc.apimodel.podspec import InvalidPod, parse_pod
+from pkletd.ipc.apimodel.probespec import Probe
 from pkletd.ipc.bus import WorkerBus
 from pkletd.ipc.cri import CriRuntime
 from pkletd.ipc.messages import (
@@ -45,8 +47,6 @@ from pkletd.ipc.messages import (
     ProbeResult,
     Snapshot,
 )
-from pkletd.ipc.podspec import InvalidPod, parse_pod
-from pkletd.ipc.probespec import Probe
 from pkletd.workers.lifecycle import WorkerSettings, serve
 
 log = logging.getLogger(__name__)

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from pkletd.ipc import fieldcheck as f
-from pkletd.ipc import quantity
-from pkletd.ipc.fieldcheck import InvalidField
+from pkletd.ipc.apimodel import fieldcheck as f
+from pkletd.ipc.apimodel import quantity
+from pkletd.ipc.apimodel.fieldcheck import InvalidField
 
 STANDARD = ("cpu", "memory", "ephemeral-storage")
 HUGEPAGES_PREFIX = "hugepages-"

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from pkletd.ipc.envspec import EnvVar
-from pkletd.ipc.podspec import Container, Pod
-from pkletd.supervisor import downward
-from pkletd.supervisor.nodeinfo import NodeInfo
+from pkletd.ipc.apimodel.envspec import EnvVar
+from pkletd.ipc.apimodel.podspec import Container, Pod
+from pkletd.supervisor.pods.nodeinfo import NodeInfo
+from pkletd.supervisor.pods.setup import downward
 
 
 class ConfigError(Exception):

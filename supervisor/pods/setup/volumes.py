@@ -33,15 +33,15 @@ from collections.abc import Callable, Sequence
 from fractions import Fraction
 from pathlib import Path
 
-from pkletd.ipc import quantity
+from pkletd.ipc.apimodel import quantity
+from pkletd.ipc.apimodel.podspec import Container, Pod
+from pkletd.ipc.apimodel.volumespec import Volume
 from pkletd.ipc.cri import MountSpec
-from pkletd.ipc.podspec import Container, Pod
-from pkletd.ipc.volumespec import Volume
-from pkletd.supervisor import atomicwriter, downward, mounts
-from pkletd.supervisor.atomicwriter import FileProjection
-from pkletd.supervisor.envvars import ConfigError, expand, not_found
-from pkletd.supervisor.nodeinfo import NodeInfo
-from pkletd.supervisor.securitycontext import pod_security
+from pkletd.supervisor.pods.nodeinfo import NodeInfo
+from pkletd.supervisor.pods.setup import atomicwriter, downward, mounts
+from pkletd.supervisor.pods.setup.atomicwriter import FileProjection
+from pkletd.supervisor.pods.setup.envvars import ConfigError, expand, not_found
+from pkletd.supervisor.pods.setup.securitycontext import pod_security
 
 log = logging.getLogger(__name__)
 

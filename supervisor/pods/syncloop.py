@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pkletd.ipc.apimodel.podspec import Pod
 from pkletd.ipc.cri import CriError, CriRuntime
 from pkletd.ipc.messages import (
     Message,
@@ -27,13 +28,12 @@ from pkletd.ipc.messages import (
     ProbeMetrics,
     ProbeResult,
 )
-from pkletd.ipc.podspec import Pod
-from pkletd.supervisor import admission
-from pkletd.supervisor.events import EventRecorder, Reason
-from pkletd.supervisor.pods import Pods
-from pkletd.supervisor.podsync import FAILED_STEP_RETRY_S, PodSyncer, SyncOptions, SyncResult
-from pkletd.supervisor.podworkers import PodWorkers
-from pkletd.supervisor.proberesults import ProbeResults
+from pkletd.supervisor.pods import admission
+from pkletd.supervisor.pods.book import Pods
+from pkletd.supervisor.pods.events import EventRecorder, Reason
+from pkletd.supervisor.pods.podsync import FAILED_STEP_RETRY_S, PodSyncer, SyncOptions, SyncResult
+from pkletd.supervisor.pods.podworkers import PodWorkers
+from pkletd.supervisor.pods.proberesults import ProbeResults
 
 log = logging.getLogger(__name__)
 

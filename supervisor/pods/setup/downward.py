@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
-from pkletd.ipc import quantity
-from pkletd.ipc.envspec import ResourceRef, split_subscript
-from pkletd.ipc.podspec import Pod
-from pkletd.supervisor.nodeinfo import NodeInfo
+from pkletd.ipc.apimodel import quantity
+from pkletd.ipc.apimodel.envspec import ResourceRef, split_subscript
+from pkletd.ipc.apimodel.podspec import Pod
+from pkletd.supervisor.pods.nodeinfo import NodeInfo
 
 _GO_ESCAPES = {
     "\a": r"\a",

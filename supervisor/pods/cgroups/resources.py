@@ -28,11 +28,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from pkletd.ipc import quantity
+from pkletd.ipc.apimodel import quantity
+from pkletd.ipc.apimodel.podspec import Container, Pod
+from pkletd.ipc.apimodel.resourcespec import Amounts
 from pkletd.ipc.cri import ContainerResources
-from pkletd.ipc.podspec import Container, Pod
-from pkletd.ipc.resourcespec import Amounts
-from pkletd.supervisor import nodeinfo, qos
+from pkletd.supervisor.pods import nodeinfo
+from pkletd.supervisor.pods.cgroups import qos
 
 MIN_SHARES = 2
 MAX_SHARES = 262144

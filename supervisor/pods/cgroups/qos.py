@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from pkletd.ipc import quantity
-from pkletd.ipc.podspec import Container, Pod
+from pkletd.ipc.apimodel import quantity
+from pkletd.ipc.apimodel.podspec import Container, Pod
 
 GUARANTEED = "Guaranteed"
 BURSTABLE = "Burstable"

@@ -16,10 +16,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from pkletd.ipc import handlers
+from pkletd.ipc.apimodel.podspec import Container, Pod
 from pkletd.ipc.cri import ContainerInfo, CriRuntime, SandboxState, unless_gone
-from pkletd.ipc.podspec import Container, Pod
-from pkletd.supervisor.events import EventRecorder, Reason
-from pkletd.supervisor.podactions import PodRuntime
+from pkletd.supervisor.pods.events import EventRecorder, Reason
+from pkletd.supervisor.pods.podactions import PodRuntime
 
 log = logging.getLogger(__name__)
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from pkletd.ipc.apimodel.podspec import Container, Pod
 from pkletd.ipc.cri import ContainerSpec, ImageInfo
-from pkletd.ipc.podspec import Container, Pod
-from pkletd.supervisor import envvars, securitycontext
-from pkletd.supervisor.envvars import ConfigError
-from pkletd.supervisor.nodeinfo import NodeInfo
-from pkletd.supervisor.volumes import PodVolumes, VolumeError
+from pkletd.supervisor.pods.nodeinfo import NodeInfo
+from pkletd.supervisor.pods.setup import envvars, securitycontext
+from pkletd.supervisor.pods.setup.envvars import ConfigError
+from pkletd.supervisor.pods.setup.volumes import PodVolumes, VolumeError
 
 CONFIG_ERROR = "CreateContainerConfigError"
 VOLUME_WAIT = "ContainerCreating"  # the kubelet's reason while volumes are not mounted

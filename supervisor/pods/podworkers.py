@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pkletd.supervisor.podsync import SyncResult
+from pkletd.supervisor.pods.podsync import SyncResult
 
 log = logging.getLogger(__name__)
 

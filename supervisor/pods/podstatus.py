@@ -17,12 +17,12 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from pkletd.ipc.apimodel.podspec import Container, Pod
 from pkletd.ipc.cri import ContainerInfo, ContainerState, SandboxState
-from pkletd.ipc.podspec import Container, Pod
-from pkletd.supervisor import qos
-from pkletd.supervisor.podactions import InitProgress, PodRuntime, init_progress
-from pkletd.supervisor.podsync import Waiting
-from pkletd.supervisor.proberesults import ProbeResults
+from pkletd.supervisor.pods.cgroups import qos
+from pkletd.supervisor.pods.podactions import InitProgress, PodRuntime, init_progress
+from pkletd.supervisor.pods.podsync import Waiting
+from pkletd.supervisor.pods.proberesults import ProbeResults
 
 RUNTIME_SCHEME = "containerd"
 

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pkletd.ipc.apimodel.podspec import Container, Pod
 from pkletd.ipc.cri import ContainerInfo, ContainerState, SandboxInfo, SandboxState
 from pkletd.ipc.messages import SANDBOX_PREFIX
-from pkletd.ipc.podspec import Container, Pod
-from pkletd.supervisor import runtimespec
+from pkletd.supervisor.pods.setup import runtimespec
 
 DEFAULT_GRACE_S = 30
 

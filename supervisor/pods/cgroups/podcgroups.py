@@ -40,10 +40,11 @@ from collections.abc import Callable, Iterator
 from fractions import Fraction
 from pathlib import Path
 
-from pkletd.ipc import quantity
-from pkletd.ipc.podspec import Pod
-from pkletd.supervisor import nodeinfo, qos, resources
-from pkletd.supervisor.resources import CgroupValues
+from pkletd.ipc.apimodel import quantity
+from pkletd.ipc.apimodel.podspec import Pod
+from pkletd.supervisor.pods import nodeinfo
+from pkletd.supervisor.pods.cgroups import qos, resources
+from pkletd.supervisor.pods.cgroups.resources import CgroupValues
 
 log = logging.getLogger(__name__)
 

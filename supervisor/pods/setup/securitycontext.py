@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pkletd.ipc.apimodel.podspec import Container, Pod
+from pkletd.ipc.apimodel.securityspec import ContainerSecurity, PodSecurity, Seccomp
 from pkletd.ipc.cri import ContainerSecuritySpec, SandboxSecuritySpec, SeccompSpec
-from pkletd.ipc.podspec import Container, Pod
-from pkletd.ipc.securityspec import ContainerSecurity, PodSecurity, Seccomp
-from pkletd.supervisor.nodeinfo import NodeInfo, kernel_version
+from pkletd.supervisor.pods.nodeinfo import NodeInfo, kernel_version
 
 # pkg/securitycontext/util.go: kept in sync with moby's defaults.
 DEFAULT_MASKED_PATHS = (

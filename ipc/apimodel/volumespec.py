@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from pkletd.ipc import envspec, quantity
-from pkletd.ipc import fieldcheck as f
-from pkletd.ipc.envspec import ResourceRef
-from pkletd.ipc.fieldcheck import InvalidField
+from pkletd.ipc.apimodel import envspec, quantity
+from pkletd.ipc.apimodel import fieldcheck as f
+from pkletd.ipc.apimodel.envspec import ResourceRef
+from pkletd.ipc.apimodel.fieldcheck import InvalidField
 
 HOST_PATH_TYPES = (
     "",

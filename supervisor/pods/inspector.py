@@ -23,7 +23,7 @@ from pkletd.ipc.cri import (
     SandboxState,
     unless_gone,
 )
-from pkletd.supervisor.podactions import PodRuntime
+from pkletd.supervisor.pods.podactions import PodRuntime
 
 
 class PodInspector:

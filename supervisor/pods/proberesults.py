@@ -13,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from pkletd.ipc.apimodel.podspec import Container
 from pkletd.ipc.messages import ProbeResult
-from pkletd.ipc.podspec import Container
 
 SUCCESS = "success"
 Key = tuple[str, str, str]

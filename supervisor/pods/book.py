@@ -14,13 +14,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pkletd.ipc.apimodel.podspec import InvalidPod, Pod, parse_pod
 from pkletd.ipc.cri import ContainerState
 from pkletd.ipc.messages import SANDBOX_PREFIX, PodLifecycleEvent
-from pkletd.ipc.podspec import InvalidPod, Pod, parse_pod
-from pkletd.supervisor import podstatus
-from pkletd.supervisor.podactions import PodRuntime
-from pkletd.supervisor.podsync import SyncResult, Waiting
-from pkletd.supervisor.proberesults import ProbeResults
+from pkletd.supervisor.pods import podstatus
+from pkletd.supervisor.pods.podactions import PodRuntime
+from pkletd.supervisor.pods.podsync import SyncResult, Waiting
+from pkletd.supervisor.pods.proberesults import ProbeResults
 
 log = logging.getLogger(__name__)
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pkletd.ipc import handlers
+from pkletd.ipc.apimodel.podspec import Container, Pod
 from pkletd.ipc.cri import (
     ContainerID,
     ContainerState,
@@ -33,16 +34,16 @@ from pkletd.ipc.cri import (
     SandboxSpec,
     unless_gone,
 )
-from pkletd.ipc.podspec import Container, Pod
-from pkletd.supervisor import backoff, runtimespec
-from pkletd.supervisor.backoff import Clock, CrashBackoff
-from pkletd.supervisor.cgroups import PodCgroups
-from pkletd.supervisor.envvars import ConfigError
-from pkletd.supervisor.events import EventRecorder, Reason, go_duration
-from pkletd.supervisor.inspector import PodInspector
-from pkletd.supervisor.killing import Killer, pod_address
-from pkletd.supervisor.podactions import Actions, PodRuntime, compute_actions
-from pkletd.supervisor.podsetup import CONFIG_ERROR, PodSetup
+from pkletd.supervisor.pods import backoff
+from pkletd.supervisor.pods.backoff import Clock, CrashBackoff
+from pkletd.supervisor.pods.cgroups.podcgroups import PodCgroups
+from pkletd.supervisor.pods.events import EventRecorder, Reason, go_duration
+from pkletd.supervisor.pods.inspector import PodInspector
+from pkletd.supervisor.pods.killing import Killer, pod_address
+from pkletd.supervisor.pods.podactions import Actions, PodRuntime, compute_actions
+from pkletd.supervisor.pods.setup import runtimespec
+from pkletd.supervisor.pods.setup.envvars import ConfigError
+from pkletd.supervisor.pods.setup.podsetup import CONFIG_ERROR, PodSetup
 
 log = logging.getLogger(__name__)
 

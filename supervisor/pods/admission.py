@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from pkletd.ipc import quantity
-from pkletd.ipc.podspec import Pod
-from pkletd.supervisor import securitycontext
-from pkletd.supervisor.events import Reason
-from pkletd.supervisor.nodeinfo import NodeInfo
+from pkletd.ipc.apimodel import quantity
+from pkletd.ipc.apimodel.podspec import Pod
+from pkletd.supervisor.pods.events import Reason
+from pkletd.supervisor.pods.nodeinfo import NodeInfo
+from pkletd.supervisor.pods.setup import securitycontext
 
 ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
 RESOURCES = ("cpu", "memory", "ephemeral-storage")

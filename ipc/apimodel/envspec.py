@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from pkletd.ipc import fieldcheck as f
-from pkletd.ipc import quantity
-from pkletd.ipc.fieldcheck import InvalidField
+from pkletd.ipc.apimodel import fieldcheck as f
+from pkletd.ipc.apimodel import quantity
+from pkletd.ipc.apimodel.fieldcheck import InvalidField
 
 ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 

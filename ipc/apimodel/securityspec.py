@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from pkletd.ipc import fieldcheck as f
-from pkletd.ipc.fieldcheck import MAX_ID, InvalidField
+from pkletd.ipc.apimodel import fieldcheck as f
+from pkletd.ipc.apimodel.fieldcheck import MAX_ID, InvalidField
 
 SECCOMP_TYPES = ("RuntimeDefault", "Unconfined", "Localhost")
 PROC_MOUNTS = ("Default", "Unmasked")

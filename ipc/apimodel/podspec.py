@@ -16,13 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pkletd.ipc import envspec, resourcespec, securityspec, volumespec
-from pkletd.ipc.envspec import EnvFrom, EnvVar
-from pkletd.ipc.fieldcheck import InvalidField
-from pkletd.ipc.probespec import InvalidProbe, Probe, parse_hooks, parse_probes
-from pkletd.ipc.resourcespec import Resources
-from pkletd.ipc.securityspec import ContainerSecurity, PodSecurity
-from pkletd.ipc.volumespec import Volume, VolumeMount
+from pkletd.ipc.apimodel import envspec, resourcespec, securityspec, volumespec
+from pkletd.ipc.apimodel.envspec import EnvFrom, EnvVar
+from pkletd.ipc.apimodel.fieldcheck import InvalidField
+from pkletd.ipc.apimodel.probespec import InvalidProbe, Probe, parse_hooks, parse_probes
+from pkletd.ipc.apimodel.resourcespec import Resources
+from pkletd.ipc.apimodel.securityspec import ContainerSecurity, PodSecurity
+from pkletd.ipc.apimodel.volumespec import Volume, VolumeMount
 
 _T = TypeVar("_T")
 RESTART_POLICIES = ("Always", "OnFailure", "Never")

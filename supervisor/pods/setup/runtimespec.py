@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pkletd.ipc.apimodel.podspec import Container, Pod
 from pkletd.ipc.cri import ContainerSpec, PortSpec, SandboxSpec
-from pkletd.ipc.podspec import Container, Pod
-from pkletd.supervisor import cgroups, resources, securitycontext
+from pkletd.supervisor.pods.cgroups import podcgroups, resources
+from pkletd.supervisor.pods.setup import securitycontext
 
 POD_NAME = "io.kubernetes.pod.name"
 POD_NAMESPACE = "io.kubernetes.pod.namespace"
@@ -54,7 +55,7 @@ def sandbox_spec(pod: Pod, attempt: int, logs_root: Path) -> SandboxSpec:
         ),
         sysctls=dict(pod.security.sysctls) if pod.security is not None else {},
         security=securitycontext.sandbox_security(pod),
-        cgroup_parent=cgroups.pod_cgroup_name(pod),
+        cgroup_parent=podcgroups.pod_cgroup_name(pod),
     )
 
 

@@ -1,0 +1,1 @@
+"""pkletd.supervisor.pods.cgroups: QoS classes, container resources and pod cgroups."""
