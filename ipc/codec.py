@@ -2,7 +2,8 @@
 
     [schema_version, kind, sender, seq, monotonic_time, body]
 
-``body`` is a map of the message's fields. Decoding is strict: a wrong schema
+``body`` is a map of the message's fields; a string enum or an id travels as its
+string and is made the field's type again on decoding. Decoding is strict: a wrong schema
 version, an unknown kind, an unknown or missing field, or a field of the wrong
 type raises ``BadMessage`` naming the sender, the kind and the field, so a
 receiver can log one precise line and drop the frame.
@@ -11,6 +12,7 @@ receiver can log one precise line and drop the frame.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import types
 import typing
 from dataclasses import dataclass
@@ -76,7 +78,7 @@ def _build(cls: type[Message], body: dict[str, Any], sender: str) -> Message:
                 f"from {sender}: {cls.kind} field {name!r}: "
                 f"{type(body[name]).__name__} is not {_type_name(hints[name])}"
             )
-    return cls(**body)
+    return cls(**{name: _typed(value, hints[name]) for name, value in body.items()})
 
 
 _HINTS: dict[type, dict[str, Any]] = {}
@@ -88,8 +90,21 @@ def _hints(cls: type[Message]) -> dict[str, Any]:
     return _HINTS[cls]
 
 
+def _typed(value: Any, hint: Any) -> Any:
+    """A field's value as its type: a string enum's member; anything else as decoded."""
+    return hint(value) if _is_enum(hint) else value
+
+
+def _is_enum(hint: Any) -> bool:
+    return isinstance(hint, type) and issubclass(hint, enum.StrEnum)
+
+
 def _conforms(value: Any, hint: Any) -> bool:
     origin = typing.get_origin(hint)
+    if isinstance(hint, typing.NewType):
+        return _conforms(value, hint.__supertype__)
+    if _is_enum(hint):
+        return isinstance(value, str) and value in hint._value2member_map_
     if hint is Any:
         return True
     if hint is bool:

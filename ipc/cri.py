@@ -17,6 +17,7 @@ from typing import Any, NewType, TypeVar
 import grpc
 from cri_api.v1 import api_pb2 as pb
 from cri_api.v1 import api_pb2_grpc as pb_grpc
+from pkletd.ipc.apimodel.podspec import PodUID
 
 T = TypeVar("T")
 ContainerID = NewType("ContainerID", str)
@@ -129,7 +130,7 @@ class ContainerSecuritySpec:
 class SandboxSpec:
     name: str
     namespace: str
-    uid: str
+    uid: PodUID
     attempt: int
     hostname: str
     log_directory: str
@@ -176,7 +177,7 @@ class SandboxInfo:
     id: SandboxID
     name: str
     namespace: str
-    uid: str
+    uid: PodUID
     attempt: int
     state: SandboxState
     created_at: int
@@ -207,8 +208,8 @@ class ContainerInfo:
     message: str = ""
 
     @property
-    def pod_uid(self) -> str:
-        return self.labels.get(POD_UID_LABEL, "")
+    def pod_uid(self) -> PodUID:
+        return PodUID(self.labels.get(POD_UID_LABEL, ""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,7 +390,7 @@ def _sandbox_info(s: Any) -> SandboxInfo:
         id=SandboxID(s.id),
         name=s.metadata.name,
         namespace=s.metadata.namespace,
-        uid=s.metadata.uid,
+        uid=PodUID(s.metadata.uid),
         attempt=s.metadata.attempt,
         state=state,
         created_at=s.created_at,

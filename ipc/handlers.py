@@ -21,18 +21,27 @@ import socket
 import ssl
 import time
 from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import urljoin, urlsplit
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pkletd.ipc.apimodel.podspec import Container
 from pkletd.ipc.apimodel.probespec import Probe
-from pkletd.ipc.cri import CriError, CriRuntime
+from pkletd.ipc.cri import CriError, ExecResult
 
 USER_AGENT = "kube-probe/1.31"
 MAX_BODY = 10 * 1024
 MAX_REDIRECTS = 10
 LOOPBACK = "127.0.0.1"
+
+
+class Executor(Protocol):
+    """What an exec handler needs of the runtime (the CRI's ExecSync)."""
+
+    def exec_sync(
+        self, container_id: str, command: tuple[str, ...], timeout_s: int
+    ) -> ExecResult: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +59,7 @@ class Outcome:
     output: str
 
 
-def run(probe: Probe, target: Target, runtime: CriRuntime) -> Outcome:
+def run(probe: Probe, target: Target, runtime: Executor) -> Outcome:
     if probe.handler == "sleep":  # lifecycle hooks only
         time.sleep(probe.sleep_s)
         return Outcome(True, "")
@@ -69,7 +78,7 @@ def run(probe: Probe, target: Target, runtime: CriRuntime) -> Outcome:
     return _grpc(probe, host, port)
 
 
-def _exec(probe: Probe, target: Target, runtime: CriRuntime) -> Outcome:
+def _exec(probe: Probe, target: Target, runtime: Executor) -> Outcome:
     try:
         result = runtime.exec_sync(target.container_id, probe.command, probe.timeout_s)
     except CriError as exc:

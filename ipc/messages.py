@@ -2,8 +2,9 @@
 
 Naming: facts are past tense (``ContainerStarted`` is a PLEG fact), commands are
 imperative, request/reply pairs end in ``Request``/``Reply``. Bodies hold plain
-data only (str, int, float, bool, lists and dicts of those), so msgpack carries
-them without any custom types. Pods travel as Kubernetes API JSON dicts.
+data only (str, int, float, bool, lists and dicts of those, and string enums
+and ids, which travel as their strings), so msgpack carries them without any
+custom types. Pods travel as Kubernetes API JSON dicts.
 
 Adding a message: define it here and add it to ``MESSAGES``; the round-trip test
 covers it automatically. Changing a field of an existing message: bump
@@ -12,14 +13,35 @@ covers it automatically. Changing a field of an existing message: bump
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Any
+
+from pkletd.ipc.apimodel.podspec import PodUID
+from pkletd.ipc.apimodel.probespec import ProbeType
 
 SCHEMA_VERSION = 2
 
 # Runtime objects in ``Snapshot.containers``: container ids as they are, sandbox
 # ids behind this prefix.
 SANDBOX_PREFIX = "sandbox:"
+
+
+class LifecycleEventType(enum.StrEnum):
+    """The kubelet's PodLifecycleEventType names."""
+
+    CONTAINER_STARTED = "ContainerStarted"
+    CONTAINER_DIED = "ContainerDied"
+    CONTAINER_REMOVED = "ContainerRemoved"
+    SANDBOX_CHANGED = "SandboxChanged"
+
+
+class ProbeVerdict(enum.StrEnum):
+    """A probe's result with its thresholds applied (the kubelet's results.Result)."""
+
+    SUCCESS = "success"
+    FAILURE = "failure"
+    UNKNOWN = "unknown"
 
 
 # --- worker -> parent: lifecycle -------------------------------------------------
@@ -84,15 +106,14 @@ class ManifestRejected:
 class PodLifecycleEvent:
     """PLEG saw a container or sandbox change state without the parent's action.
 
-    ``event`` is one of ContainerStarted, ContainerDied, ContainerRemoved,
-    SandboxChanged (the kubelet's PodLifecycleEventType names); ``state`` is the
+    ``state`` is the
     object's state as PLEG saw it ("" once removed), so the parent can skip what
     its own calls already showed it.
     """
 
     kind = "PodLifecycleEvent"
-    pod_uid: str
-    event: str
+    pod_uid: PodUID
+    event: LifecycleEventType
     object_id: str
     state: str = ""
 
@@ -110,17 +131,17 @@ class RelistCompleted:
 class ProbeResult:
     """The prober ran a probe.
 
-    ``result`` (success, failure or unknown) is the probe's state after this run,
+    ``result`` is the probe's state after this run,
     with its thresholds applied; ``successes``/``failures`` are the consecutive
     counts, so a restarted prober resumes where this one stopped.
     """
 
     kind = "ProbeResult"
-    pod_uid: str
+    pod_uid: PodUID
     container: str
     container_id: str
-    probe: str
-    result: str
+    probe: ProbeType
+    result: ProbeVerdict
     successes: int
     failures: int
     output: str
@@ -174,7 +195,7 @@ class PodForgotten:
     """Broadcast: the parent no longer has this pod (removed and cleaned up)."""
 
     kind = "PodForgotten"
-    uid: str
+    uid: PodUID
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,6 @@ off this thread except by the pod-sync threads, which only call the runtime.
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import socket
 import time
@@ -20,7 +19,7 @@ from typing import Any
 import zmq
 from pkletd.ipc.bus import ParentBus
 from pkletd.ipc.codec import BadMessage, Envelope
-from pkletd.ipc.cri import CriError, CriRuntime
+from pkletd.ipc.cri import CriError
 from pkletd.ipc.messages import (
     Heartbeat,
     Hello,
@@ -35,6 +34,7 @@ from pkletd.ipc.messages import (
     SnapshotRequest,
     WorkerReady,
 )
+from pkletd.ipc.wakeup import Wakeup
 from pkletd.supervisor.children import Children, State
 from pkletd.supervisor.config import KubeletConfig
 from pkletd.supervisor.control import ControlServer, Request
@@ -48,6 +48,7 @@ from pkletd.supervisor.pods.nodeinfo import NodeInfo
 from pkletd.supervisor.pods.podsync import PodSyncer
 from pkletd.supervisor.pods.podworkers import PodWorkers
 from pkletd.supervisor.pods.proberesults import ProbeResults
+from pkletd.supervisor.pods.runtime import Runtime
 from pkletd.supervisor.pods.setup.podsetup import PodSetup
 from pkletd.supervisor.pods.syncloop import Parts, SyncLoop
 
@@ -80,7 +81,11 @@ def node_ip(node_name: str) -> str:
 
 class Agent:
     def __init__(
-        self, config: KubeletConfig, forkserver: ForkServer, worker_names: list[str]
+        self,
+        config: KubeletConfig,
+        forkserver: ForkServer,
+        worker_names: list[str],
+        runtime: Runtime,
     ) -> None:
         self._config = config
         run_dir = Path(config.run_dir)
@@ -88,9 +93,7 @@ class Agent:
         self._bus = ParentBus(run_dir)
         self._control = ControlServer(run_dir)
         self._notifier = Notifier()
-        self._runtime = CriRuntime(
-            config.container_runtime_endpoint, config.runtime_request_timeout
-        )
+        self._runtime = runtime
         sources = [s for s, worker in SOURCE_WORKERS.items() if worker in worker_names]
         self._pod_workers = PodWorkers(config.pod_sync_parallelism)
         self._probes = ProbeResults()
@@ -104,9 +107,7 @@ class Agent:
         self._announced_ready = False
         self._next_alive = 0.0
         self._next_watchdog = 0.0
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
+        self._signals = Wakeup()
 
     def _parts(self, config: KubeletConfig) -> Parts:
         node = NodeInfo.detect(config.node_name, (self._pods.host_ip,), Path(config.root_dir))
@@ -132,16 +133,16 @@ class Agent:
     # --- the loop ------------------------------------------------------------------
 
     def run(self) -> int:
-        signal.set_wakeup_fd(self._wake_w)
+        self._signals.on_signals()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
         poller = zmq.Poller()
         poller.register(self._bus.router, zmq.POLLIN)
         for fd in (
             self._forkserver.fileno(),
-            self._pod_workers.wake_fd,
-            self._control.wake_fd,
-            self._wake_r,
+            self._pod_workers.fileno(),
+            self._control.fileno(),
+            self._signals.fileno(),
         ):
             poller.register(fd, zmq.POLLIN)
         log.info(
@@ -177,16 +178,13 @@ class Agent:
             self._drain_bus()
         elif sock == self._forkserver.fileno():
             self._on_forkserver()
-        elif sock == self._pod_workers.wake_fd:
+        elif sock == self._pod_workers.fileno():
             self._sync.on_pod_workers()
-        elif sock == self._control.wake_fd:
+        elif sock == self._control.fileno():
             for request in self._control.pending():
                 request.reply.put(self._answer(request))
-        elif sock == self._wake_r:
-            try:
-                os.read(self._wake_r, 512)
-            except BlockingIOError:
-                pass
+        elif sock == self._signals.fileno():
+            self._signals.clear()
 
     def _tick(self) -> float:
         now = time.monotonic()

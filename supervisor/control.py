@@ -12,7 +12,7 @@ than ``socket`` and ``json`` and answers in tens of milliseconds:
     {"command": "stop"}          -> {"ok": true}
 
 A thread accepts connections and hands each request to the loop thread (which owns
-all state) through ``requests``, waking it via ``wake_fd``; it answers whatever the
+all state) through an ``Inbox`` it polls (``fileno()``); it answers whatever the
 loop puts in the request's reply slot, or an error after ``REPLY_TIMEOUT_S``.
 """
 
@@ -27,6 +27,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pkletd.ipc.wakeup import Inbox
 
 log = logging.getLogger(__name__)
 
@@ -49,22 +51,15 @@ class ControlServer:
         self._sock.bind(str(path))
         os.chmod(path, 0o600)
         self._sock.listen(16)
-        self.requests: queue.SimpleQueue[Request] = queue.SimpleQueue()
-        self.wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._requests: Inbox[Request] = Inbox()
         self._thread = threading.Thread(target=self._serve, name="control", daemon=True)
         self._thread.start()
 
+    def fileno(self) -> int:
+        return self._requests.fileno()
+
     def pending(self) -> list[Request]:
-        try:
-            os.eventfd_read(self.wake_fd)
-        except BlockingIOError:
-            pass
-        found = []
-        while True:
-            try:
-                found.append(self.requests.get_nowait())
-            except queue.Empty:
-                return found
+        return self._requests.take()
 
     def close(self) -> None:
         self._sock.close()
@@ -98,8 +93,7 @@ class ControlServer:
             conn.sendall(_line({"ok": False, "error": 'request must be {"command": ...}'}))
             return
         request = Request(body)
-        self.requests.put(request)
-        os.eventfd_write(self.wake_fd, 1)
+        self._requests.put(request)
         try:
             reply = request.reply.get(timeout=REPLY_TIMEOUT_S)
         except queue.Empty:

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import msgpack
 import setproctitle
+from pkletd.ipc.wakeup import Wakeup
 from pkletd.supervisor import logs
 
 log = logging.getLogger(__name__)
@@ -143,24 +144,22 @@ class _Server:
         self._entries = entries
         self._log_dir = log_dir
         self._children: set[int] = set()
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_w, False)
-        os.set_blocking(self._wake_r, False)
+        self._signals = Wakeup()  # SIGCHLD wakes the selector
 
     def run(self) -> None:
-        signal.set_wakeup_fd(self._wake_w)
+        self._signals.on_signals()
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.signal(signal.SIGTERM, lambda *_: None)
         selector = selectors.DefaultSelector()
         selector.register(self._sock, selectors.EVENT_READ)
-        selector.register(self._wake_r, selectors.EVENT_READ)
+        selector.register(self._signals.fileno(), selectors.EVENT_READ)
         log.info("fork server ready workers=%s", ",".join(self._entries))
         while True:
             for key, _ in selector.select():
                 if key.fileobj is self._sock and not self._on_request():
                     self._stop_children()
                     return
-            self._drain_wakeups()
+            self._signals.clear()
             self._reap()
 
     def _on_request(self) -> bool:
@@ -190,8 +189,7 @@ class _Server:
             for sig in (signal.SIGCHLD, signal.SIGTERM):
                 signal.signal(sig, signal.SIG_DFL)
             self._sock.close()
-            os.close(self._wake_r)
-            os.close(self._wake_w)
+            self._signals.close()
             die_with_parent()
             setproctitle.setproctitle(f"pkletd: {name}")
             logs.configure(name, self._log_dir)
@@ -206,13 +204,6 @@ class _Server:
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
-
-    def _drain_wakeups(self) -> None:
-        try:
-            while os.read(self._wake_r, 512):
-                pass
-        except BlockingIOError:
-            pass
 
     def _reap(self) -> None:
         while self._children:

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import setproctitle
+from pkletd.ipc.cri import CriRuntime
 from pkletd.supervisor import logs, workerset
 from pkletd.supervisor.agent import Agent
 from pkletd.supervisor.config import KubeletConfig
@@ -48,7 +49,8 @@ def start(config: KubeletConfig, warnings: tuple[str, ...]) -> int:
     entries = workerset.entries(config)
     forkserver = ForkServer(entries, Path(config.log_dir))
     forkserver.start()  # before any zmq context, gRPC channel or thread exists
-    agent = Agent(config, forkserver, list(entries))
+    runtime = CriRuntime(config.container_runtime_endpoint, config.runtime_request_timeout)
+    agent = Agent(config, forkserver, list(entries), runtime)
     try:
         return agent.run()
     except BaseException:  # the top of the parent: stop the workers, exit non-zero for systemd

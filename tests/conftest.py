@@ -7,6 +7,10 @@ Runtime fixtures
                        Stopped at session end unless ``PKLETD_KEEP_CONTAINERD=1``
                        (then ``tests/harness/containerd.py down --dir ...`` stops it).
     ``clean_runtime``  the same daemon; every pod sandbox is removed after the test.
+
+Every test
+    ``no_leaks``       (autouse) fails a test that leaves a child process, an open socket
+                       or (when it uses containerd) a pod sandbox behind (``tests/leaks.py``).
 """
 
 from __future__ import annotations
@@ -17,11 +21,27 @@ from pathlib import Path
 
 import pytest
 
+from tests import leaks
 from tests.e2e import Pkletd, dump_logs
 from tests.harness.containerd import PrivateContainerd, ensure_installed, remove_all_pods
 
 # PKLETD_TEST_CONTAINERD_DIR gives concurrent test sessions on one machine their own daemon.
 CONTAINERD_TEST_DIR = Path(os.environ.get("PKLETD_TEST_CONTAINERD_DIR", "/tmp/pkletd-ctr-test"))
+
+
+# --------------------------------------------------------------------------- leaks
+
+
+@pytest.fixture(autouse=True)
+def no_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Set up before the test's other function fixtures, torn down after them."""
+    uses_runtime = "containerd" in request.fixturenames
+    address = PrivateContainerd(CONTAINERD_TEST_DIR).address if uses_runtime else None
+    before = leaks.Holdings.now(address)
+    yield
+    left = leaks.left_since(before, address)
+    if left:
+        pytest.fail("the test left behind: " + "; ".join(left), pytrace=False)
 
 
 # --------------------------------------------------------------------------- runtime

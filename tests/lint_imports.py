@@ -1,24 +1,54 @@
 """Import boundaries, checked in `make lint`.
 
 - ``ipc`` imports neither ``workers`` nor ``supervisor``;
-- ``workers`` never import the ``supervisor``;
+- ``ipc/apimodel`` (the API's object model) imports nothing else of pkletd;
+- ``workers`` import neither the parent's machinery nor the pod logic (``supervisor``);
+- the pod logic (``supervisor/pods``) never imports the parent's process machinery
+  (the rest of ``supervisor``) nor ``workers``;
 - the generated CRI stubs (``cri_api``) are imported by ``ipc/cri.py`` only.
+
+A file obeys every rule whose folder holds it.
 """
 
 from __future__ import annotations
 
 import ast
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FORBIDDEN = {
-    "ipc": ("pkletd.workers", "pkletd.supervisor"),
-    "workers": ("pkletd.supervisor",),
-    "supervisor": (),
-}
 STUBS = "cri_api"
 STUB_OWNER = Path("ipc/cri.py")
+
+
+def _under(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def _outside_pods(module: str) -> bool:
+    return _under(module, "pkletd.supervisor") and not _under(module, "pkletd.supervisor.pods")
+
+
+# folder -> (what it must not import, said as a rule)
+RULES: dict[str, tuple[Callable[[str], bool], str]] = {
+    "ipc": (
+        lambda m: _under(m, "pkletd.workers") or _under(m, "pkletd.supervisor"),
+        "the wire protocols import neither workers nor the supervisor",
+    ),
+    "ipc/apimodel": (
+        lambda m: _under(m, "pkletd") and not _under(m, "pkletd.ipc.apimodel"),
+        "the API model imports nothing else of pkletd",
+    ),
+    "workers": (
+        lambda m: _under(m, "pkletd.supervisor"),
+        "workers import neither the parent nor the pod logic",
+    ),
+    "supervisor/pods": (
+        lambda m: _outside_pods(m) or _under(m, "pkletd.workers"),
+        "the pod logic imports neither the process machinery nor workers",
+    ),
+}
 
 
 def imported(path: Path) -> list[tuple[int, str]]:
@@ -31,14 +61,18 @@ def imported(path: Path) -> list[tuple[int, str]]:
     return found
 
 
-def violations() -> list[str]:
+def violations(root: Path = ROOT) -> list[str]:
     problems = []
-    for package, banned in FORBIDDEN.items():
-        for path in sorted((ROOT / package).rglob("*.py")):
-            relative = path.relative_to(ROOT)
+    for folder, (banned, rule) in RULES.items():
+        for path in sorted((root / folder).rglob("*.py")):
+            relative = path.relative_to(root)
             for line, module in imported(path):
-                if any(module == b or module.startswith(b + ".") for b in banned):
-                    problems.append(f"{relative}:{line}: {package} must not import {module}")
+                if banned(module):
+                    problems.append(f"{relative}:{line}: imports {module}: {rule}")
+    for top in ("ipc", "workers", "supervisor"):
+        for path in sorted((root / top).rglob("*.py")):
+            relative = path.relative_to(root)
+            for line, module in imported(path):
                 if module.split(".")[0] == STUBS and relative != STUB_OWNER:
                     problems.append(f"{relative}:{line}: only {STUB_OWNER} imports {STUBS}")
     return problems

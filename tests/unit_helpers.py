@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pkletd.ipc.apimodel.podspec import Pod, parse_pod
@@ -13,8 +14,14 @@ from pkletd.ipc.cri import (
     SandboxInfo,
     SandboxState,
 )
-from pkletd.supervisor.pods.podactions import PodRuntime
+from pkletd.supervisor.pods.cgroups.podcgroups import CgroupTree, PodCgroups
+from pkletd.supervisor.pods.events import EventRecorder
+from pkletd.supervisor.pods.fakeruntime import FakeRuntime
+from pkletd.supervisor.pods.nodeinfo import NodeInfo
+from pkletd.supervisor.pods.podsync import PodSyncer
+from pkletd.supervisor.pods.setup.podsetup import PodSetup
 from pkletd.supervisor.pods.setup.runtimespec import CONTAINER_HASH
+from pkletd.supervisor.pods.types import PodRuntime
 
 UID = "uid-1"
 SECOND = 1_000_000_000  # the CRI reports times in nanoseconds
@@ -121,3 +128,11 @@ spec:
   - name: app
     image: nginx:1.25
 """
+
+
+def fake_syncer(runtime: FakeRuntime, tmp: Path) -> PodSyncer:
+    """A pod syncer on the fake runtime, with its cgroups and dirs under ``tmp``."""
+    node = NodeInfo("node", ("10.0.0.1",), tmp / "root")
+    (tmp / "cgroup").mkdir()
+    cgroups = PodCgroups(CgroupTree(tmp / "cgroup", v2=True), 2000, 2**30)
+    return PodSyncer(runtime, tmp / "logs", EventRecorder(), PodSetup(node), cgroups)

@@ -28,8 +28,6 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import logging
-import os
-import queue
 import threading
 import time
 import urllib.error
@@ -40,6 +38,7 @@ from typing import Any
 
 from pkletd.ipc.bus import WorkerBus
 from pkletd.ipc.messages import ManifestRejected, Message, PodsListed, Snapshot
+from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.lifecycle import WorkerSettings, serve
 from pkletd.workers.manifests import (
     ManifestError,
@@ -172,12 +171,7 @@ class HttpSource:
         self._node = node_name
         self._period = period
         self._fetcher = fetcher
-        self._outcomes: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
-        self._wake_lock = threading.Lock()  # close() vs a late fetch thread's write
-        self._closed = False
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
+        self._outcomes: Inbox[Outcome] = Inbox()  # a fetch that ends after close() is dropped
         self._fetching = False
         self._next_fetch = 0.0
         self._last_body: bytes | None = None  # the last non-empty body parsed
@@ -196,19 +190,10 @@ class HttpSource:
         pass
 
     def fds(self) -> Sequence[int]:
-        return (self._wake_r,)
+        return (self._outcomes.fileno(),)
 
     def on_readable(self, fd: int) -> None:
-        try:
-            while os.read(self._wake_r, 512):
-                pass
-        except BlockingIOError:
-            pass
-        while True:
-            try:
-                outcome, parsed = self._outcomes.get_nowait()
-            except queue.Empty:
-                return
+        for outcome, parsed in self._outcomes.take():
             self._fetching = False
             self._next_fetch = time.monotonic() + self._period
             self.on_fetched(outcome, parsed)
@@ -220,10 +205,7 @@ class HttpSource:
         return now + self._period if self._fetching else self._next_fetch
 
     def close(self) -> None:
-        with self._wake_lock:
-            self._closed = True
-            os.close(self._wake_r)
-            os.close(self._wake_w)
+        self._outcomes.close()
 
     # --- fetching and parsing (in a thread) ------------------------------------------
 
@@ -241,9 +223,6 @@ class HttpSource:
             log.exception("fetch failed url=%s", self._url)
             outcome = FetchError(f"{self._url}: {exc}")
         self._outcomes.put((outcome, parsed))
-        with self._wake_lock:
-            if not self._closed:
-                os.write(self._wake_w, b"\0")
 
     def _parse(self, body: bytes) -> Parsed:
         try:

@@ -24,6 +24,7 @@ import zmq
 from pkletd.ipc.bus import WorkerBus
 from pkletd.ipc.codec import BadMessage, Envelope
 from pkletd.ipc.messages import Heartbeat, Hello, Message, Snapshot, SnapshotRequest, WorkerReady
+from pkletd.ipc.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
 
@@ -71,18 +72,16 @@ class Lifecycle:
         self._awaiting_snapshot = True
         self._ready = False
         self._stopping = False
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
+        self._signals = Wakeup()
 
     def run(self) -> int:
-        signal.set_wakeup_fd(self._wake_w)
+        self._signals.on_signals()
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
         poller = zmq.Poller()
         poller.register(self._bus.dealer, zmq.POLLIN)
         poller.register(self._bus.sub, zmq.POLLIN)
-        poller.register(self._wake_r, zmq.POLLIN)
+        poller.register(self._signals.fileno(), zmq.POLLIN)
         for fd in self._worker.fds():
             poller.register(fd, zmq.POLLIN)
         self._send(Hello(self._bus.name, os.getpid()))
@@ -116,13 +115,8 @@ class Lifecycle:
             self._drain(self._bus.receive_direct, self._on_direct)
         elif sock is self._bus.sub:
             self._drain(self._bus.receive_broadcast, self._on_broadcast)
-        elif sock == self._wake_r:
-            while True:
-                try:
-                    if not os.read(self._wake_r, 512):
-                        break
-                except BlockingIOError:
-                    break
+        elif sock == self._signals.fileno():
+            self._signals.clear()
         elif isinstance(sock, int):
             self._worker.on_readable(sock)
 

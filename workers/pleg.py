@@ -16,10 +16,12 @@ import logging
 import time
 from collections.abc import Sequence
 
+from pkletd.ipc.apimodel.podspec import PodUID
 from pkletd.ipc.bus import WorkerBus
 from pkletd.ipc.cri import CriError, CriRuntime
 from pkletd.ipc.messages import (
     SANDBOX_PREFIX,
+    LifecycleEventType,
     Message,
     PodLifecycleEvent,
     PodStatusUpdated,
@@ -30,12 +32,10 @@ from pkletd.workers.lifecycle import WorkerSettings, serve
 
 log = logging.getLogger(__name__)
 
-STARTED, DIED, REMOVED, SANDBOX_CHANGED = (
-    "ContainerStarted",
-    "ContainerDied",
-    "ContainerRemoved",
-    "SandboxChanged",
-)
+STARTED = LifecycleEventType.CONTAINER_STARTED
+DIED = LifecycleEventType.CONTAINER_DIED
+REMOVED = LifecycleEventType.CONTAINER_REMOVED
+SANDBOX_CHANGED = LifecycleEventType.SANDBOX_CHANGED
 
 
 class Pleg:
@@ -44,7 +44,7 @@ class Pleg:
         self._bus = bus
         self._period = period
         self._known: dict[str, str] = {}  # object id -> state
-        self._owner: dict[str, str] = {}  # object id -> pod uid
+        self._owner: dict[str, PodUID] = {}  # object id -> pod uid
         self._next = 0.0
 
     def on_snapshot(self, snapshot: Snapshot) -> None:
@@ -81,9 +81,9 @@ class Pleg:
         self._known, self._owner = current, owners
         self._bus.send(RelistCompleted(time.monotonic() - started, len(current)))
 
-    def _list(self) -> tuple[dict[str, str], dict[str, str]]:
+    def _list(self) -> tuple[dict[str, str], dict[str, PodUID]]:
         states: dict[str, str] = {}
-        owners: dict[str, str] = {}
+        owners: dict[str, PodUID] = {}
         for sandbox in self._runtime.list_sandboxes():
             if sandbox.uid:
                 key = SANDBOX_PREFIX + sandbox.id
@@ -98,7 +98,7 @@ class Pleg:
 
 
 def diff(
-    old: dict[str, str], new: dict[str, str], owners: dict[str, str]
+    old: dict[str, str], new: dict[str, str], owners: dict[str, PodUID]
 ) -> list[PodLifecycleEvent]:
     """The lifecycle events that turn ``old`` into ``new`` (the kubelet's rules)."""
     events = []
@@ -106,7 +106,7 @@ def diff(
         before, after = old.get(key), new.get(key)
         if before == after:
             continue
-        uid, state = owners.get(key, ""), after or ""
+        uid, state = owners.get(key, PodUID("")), after or ""
         if key.startswith(SANDBOX_PREFIX):
             events.append(
                 PodLifecycleEvent(uid, SANDBOX_CHANGED, key.removeprefix(SANDBOX_PREFIX), state)

@@ -25,8 +25,6 @@ started against its schedule), sent at most once a second.
 from __future__ import annotations
 
 import logging
-import os
-import queue
 import random
 import time
 from collections.abc import Sequence
@@ -35,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pkletd.ipc import handlers
-from pkletd.ipc.apimodel.podspec import InvalidPod, parse_pod
-from pkletd.ipc.apimodel.probespec import Probe
+from pkletd.ipc.apimodel.podspec import InvalidPod, PodUID, parse_pod
+from pkletd.ipc.apimodel.probespec import Probe, ProbeType
 from pkletd.ipc.bus import WorkerBus
 from pkletd.ipc.cri import CriRuntime
 from pkletd.ipc.messages import (
@@ -45,20 +43,22 @@ from pkletd.ipc.messages import (
     PodStatusUpdated,
     ProbeMetrics,
     ProbeResult,
+    ProbeVerdict,
     Snapshot,
 )
+from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.lifecycle import WorkerSettings, serve
 
 log = logging.getLogger(__name__)
 
-SUCCESS, FAILURE, UNKNOWN = "success", "failure", "unknown"
-INITIAL = {"readiness": FAILURE, "liveness": SUCCESS, "startup": UNKNOWN}
+SUCCESS, FAILURE, UNKNOWN = ProbeVerdict.SUCCESS, ProbeVerdict.FAILURE, ProbeVerdict.UNKNOWN
+INITIAL = {ProbeType.READINESS: FAILURE, ProbeType.LIVENESS: SUCCESS, ProbeType.STARTUP: UNKNOWN}
 METRIC_RESULT = {SUCCESS: "successful", FAILURE: "failed", UNKNOWN: "unknown"}
 LATENESS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 METRICS_EVERY_S = 1.0
 THREADS = 16  # per pool
 
-Key = tuple[str, str, str]  # pod uid, container name, probe type
+Key = tuple[PodUID, str, ProbeType]  # pod uid, container name, probe type
 Done = tuple[Key, str, handlers.Outcome, float]  # key, container id, outcome, lateness
 
 
@@ -73,7 +73,7 @@ class Schedule:
     due: float
     successes: int = 0
     failures: int = 0
-    result: str = UNKNOWN
+    result: ProbeVerdict = UNKNOWN
     running: bool = False
     on_hold: bool = False
 
@@ -86,7 +86,7 @@ class Schedule:
             self.successes, self.failures = 0, self.failures + 1
             if self.failures >= self.probe.failure_threshold:
                 self.result = FAILURE
-                self.on_hold = self.probe.type != "readiness"
+                self.on_hold = self.probe.type is not ProbeType.READINESS
 
 
 @dataclass
@@ -96,7 +96,7 @@ class Metrics:
     lateness_sum: float = 0.0
     changed: bool = False
 
-    def count(self, schedule: Schedule, result: str, late: float) -> None:
+    def count(self, schedule: Schedule, result: ProbeVerdict, late: float) -> None:
         namespace, pod = schedule.pod
         uid, container, kind = schedule.key
         labels = (kind.capitalize(), METRIC_RESULT[result], container, pod, namespace, uid)
@@ -155,10 +155,7 @@ class Prober:
             kind: ThreadPoolExecutor(THREADS, thread_name_prefix=f"probe-{kind}")
             for kind in ("exec", "network")
         }
-        self._done: queue.SimpleQueue[tuple[Key, str, handlers.Outcome, float]] = (
-            queue.SimpleQueue()
-        )
-        self._wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._done: Inbox[Done] = Inbox()
 
     # --- what the parent tells us ---------------------------------------------------
 
@@ -223,7 +220,7 @@ class Prober:
             schedule = Schedule(key, probe, target, pod, now + random.random() * probe.period_s)
             schedule.result = saved["result"]
             schedule.successes, schedule.failures = saved["successes"], saved["failures"]
-            schedule.on_hold = schedule.result == FAILURE and probe.type != "readiness"
+            schedule.on_hold = schedule.result is FAILURE and probe.type is not ProbeType.READINESS
             return schedule
         first = now + probe.initial_delay_s
         if resumed:
@@ -233,18 +230,10 @@ class Prober:
     # --- running probes -------------------------------------------------------------
 
     def fds(self) -> Sequence[int]:
-        return (self._wake,)
+        return (self._done.fileno(),)
 
     def on_readable(self, fd: int) -> None:
-        try:
-            os.eventfd_read(self._wake)
-        except BlockingIOError:
-            pass
-        while True:
-            try:
-                key, container_id, outcome, late = self._done.get_nowait()
-            except queue.Empty:
-                return
+        for key, container_id, outcome, late in self._done.take():
             self._finish(key, container_id, outcome, late)
 
     def tick(self, now: float) -> float:
@@ -266,11 +255,11 @@ class Prober:
 
     def _gated(self, schedule: Schedule) -> bool:
         """Liveness and readiness wait for the container's startup probe to succeed."""
-        if schedule.probe.type == "startup":
+        if schedule.probe.type is ProbeType.STARTUP:
             return False
         uid, name, _ = schedule.key
-        startup = self._schedules.get((uid, name, "startup"))
-        return startup is not None and startup.result != SUCCESS
+        startup = self._schedules.get((uid, name, ProbeType.STARTUP))
+        return startup is not None and startup.result is not SUCCESS
 
     def _launch(self, schedule: Schedule, now: float) -> None:
         late = now - schedule.due
@@ -285,7 +274,6 @@ class Prober:
             except Exception as exc:  # a probe must never take the prober down
                 outcome = handlers.Outcome(False, f"probe error: {exc}")
             self._done.put((key, container_id, outcome, late))
-            os.eventfd_write(self._wake, 1)
 
         self._pools["exec" if probe.handler == "exec" else "network"].submit(work)
 

@@ -14,12 +14,12 @@ import re
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NewType, TypeVar
 
 from pkletd.ipc.apimodel import envspec, resourcespec, securityspec, volumespec
 from pkletd.ipc.apimodel.envspec import EnvFrom, EnvVar
 from pkletd.ipc.apimodel.fieldcheck import InvalidField
-from pkletd.ipc.apimodel.probespec import InvalidProbe, Probe, parse_hooks, parse_probes
+from pkletd.ipc.apimodel.probespec import InvalidProbe, Probe, ProbeType, parse_hooks, parse_probes
 from pkletd.ipc.apimodel.resourcespec import Resources
 from pkletd.ipc.apimodel.securityspec import ContainerSecurity, PodSecurity
 from pkletd.ipc.apimodel.volumespec import Volume, VolumeMount
@@ -31,6 +31,9 @@ DEFAULT_GRACE_S = 30
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+PodUID = NewType("PodUID", str)
 
 
 class InvalidPod(ValueError):
@@ -69,7 +72,7 @@ class Container:
     def sidecar(self) -> bool:
         return self.restart_policy == "Always"
 
-    def probe(self, kind: str) -> Probe | None:
+    def probe(self, kind: ProbeType) -> Probe | None:
         return next((p for p in self.probes if p.type == kind), None)
 
     def port_number(self, port: int | str) -> int | None:
@@ -81,7 +84,7 @@ class Container:
 
 @dataclass(frozen=True, slots=True)
 class Pod:
-    uid: str
+    uid: PodUID
     name: str
     namespace: str
     labels: dict[str, str]
@@ -118,7 +121,7 @@ def parse_pod(raw: Any) -> Pod:
     containers = _containers(spec.get("containers"))
     init_containers = _init_containers(spec.get("initContainers") or [], containers)
     return Pod(
-        uid=_string(meta.get("uid", ""), "metadata.uid"),
+        uid=PodUID(_string(meta.get("uid", ""), "metadata.uid")),
         name=name,
         namespace=namespace,
         labels=_string_map(meta.get("labels", {}), "metadata.labels"),
@@ -240,7 +243,10 @@ def _hooks(container: dict[str, Any], path: str) -> dict[str, Probe | None]:
         hooks = parse_hooks(container, path)
     except InvalidProbe as exc:
         raise InvalidPod(str(exc)) from exc
-    return {"post_start": hooks.get("postStart"), "pre_stop": hooks.get("preStop")}
+    return {
+        "post_start": hooks.get(ProbeType.POST_START),
+        "pre_stop": hooks.get(ProbeType.PRE_STOP),
+    }
 
 
 def _probes(container: dict[str, Any], path: str) -> tuple[Probe, ...]:

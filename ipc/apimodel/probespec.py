@@ -12,12 +12,31 @@ sleep, since the kubelet runs hooks through the same handlers as probes.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = {"livenessProbe": "liveness", "readinessProbe": "readiness", "startupProbe": "startup"}
+
+class ProbeType(enum.StrEnum):
+    """What a probe is for; a lifecycle hook is a ``Probe`` of type postStart or preStop."""
+
+    LIVENESS = "liveness"
+    READINESS = "readiness"
+    STARTUP = "startup"
+    POST_START = "postStart"
+    PRE_STOP = "preStop"
+
+
+KINDS = {
+    "livenessProbe": ProbeType.LIVENESS,
+    "readinessProbe": ProbeType.READINESS,
+    "startupProbe": ProbeType.STARTUP,
+}
 HANDLERS = ("exec", "httpGet", "tcpSocket", "grpc")
-HOOKS = {"postStart": ("exec", "httpGet", "sleep"), "preStop": ("exec", "httpGet", "sleep")}
+HOOKS = {
+    ProbeType.POST_START: ("exec", "httpGet", "sleep"),
+    ProbeType.PRE_STOP: ("exec", "httpGet", "sleep"),
+}
 
 
 class InvalidProbe(ValueError):
@@ -26,7 +45,7 @@ class InvalidProbe(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Probe:
-    type: str  # liveness | readiness | startup
+    type: ProbeType
     handler: str  # exec | httpGet | tcpSocket | grpc
     command: tuple[str, ...] = ()
     port: int | str = 0  # a number, or the name of one of the container's ports
@@ -52,7 +71,7 @@ def parse_probes(container: dict[str, Any], path: str) -> tuple[Probe, ...]:
     return tuple(probes)
 
 
-def parse_hooks(container: dict[str, Any], path: str) -> dict[str, Probe]:
+def parse_hooks(container: dict[str, Any], path: str) -> dict[ProbeType, Probe]:
     """The container's lifecycle hooks by type (postStart, preStop)."""
     lifecycle = container.get("lifecycle") or {}
     if not isinstance(lifecycle, dict):
@@ -82,10 +101,10 @@ def _one_handler(value: Any, path: str, allowed: tuple[str, ...]) -> str:
     return handlers[0]
 
 
-def _probe(value: Any, kind: str, path: str) -> Probe:
+def _probe(value: Any, kind: ProbeType, path: str) -> Probe:
     handler = _one_handler(value, path, HANDLERS)
     success = _int(value, "successThreshold", 1, path, low=1)
-    if kind != "readiness" and success != 1:
+    if kind is not ProbeType.READINESS and success != 1:
         raise InvalidProbe(f"{path}.successThreshold: must be 1 for {kind} probes")
     grace = value.get("terminationGracePeriodSeconds")
     if grace is not None and (not _is_int(grace) or grace < 1):

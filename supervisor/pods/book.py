@@ -1,7 +1,9 @@
 """The parent's book of pods: what the sources want, what the runtime has, what we report.
 
 Owned by the loop thread. Sources send whole sets (``PodsListed``); ``set_source``
-turns a set into the pods to sync and the pods to terminate. Sync results land in
+turns a set into the pods to sync and the pods to terminate. Each pod's stage is
+its ``PodLifecycle`` (``stage``); orphans the loop terminates have a lifecycle
+here too, with no pod. Sync results land in
 ``record``, which recomputes the API status and says whether it changed, so the
 loop publishes only real changes.
 """
@@ -14,13 +16,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pkletd.ipc.apimodel.podspec import InvalidPod, Pod, parse_pod
+from pkletd.ipc.apimodel.podspec import InvalidPod, Pod, PodUID, parse_pod
 from pkletd.ipc.cri import ContainerState
-from pkletd.ipc.messages import SANDBOX_PREFIX, PodLifecycleEvent
+from pkletd.ipc.messages import SANDBOX_PREFIX, LifecycleEventType, PodLifecycleEvent
 from pkletd.supervisor.pods import podstatus
-from pkletd.supervisor.pods.podactions import PodRuntime
-from pkletd.supervisor.pods.podsync import SyncResult, Waiting
 from pkletd.supervisor.pods.proberesults import ProbeResults
+from pkletd.supervisor.pods.stage import PodLifecycle, PodStage
+from pkletd.supervisor.pods.types import Failure, PodRuntime, SyncResult, Waiting
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +34,12 @@ class PodEntry:
     first_seen: float = field(default_factory=time.time)
     runtime: PodRuntime | None = None
     waiting: Mapping[str, Waiting] = field(default_factory=dict)
-    failure: Waiting | None = None  # the pod failed as a whole (e.g. DeadlineExceeded)
-    removed: bool = False  # no source wants it; shown until its termination finishes
-    admitted: bool = False
+    failure: Failure | None = None  # why it failed as a whole (rejected, DeadlineExceeded)
     api: dict[str, Any] | None = None
+    lifecycle: PodLifecycle = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.lifecycle = PodLifecycle(self.pod.uid, self.pod.full_name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,11 +50,12 @@ class SourceChange:
 
 class Pods:
     def __init__(self, host_ip: str, expected_sources: Iterable[str], probes: ProbeResults) -> None:
-        self.entries: dict[str, PodEntry] = {}
+        self.entries: dict[PodUID, PodEntry] = {}
+        self._orphans: dict[PodUID, PodLifecycle] = {}  # terminating, with no source's pod
         self.host_ip = host_ip
         self._probes = probes
         self._unseen_sources = set(expected_sources)
-        self._owner_of: dict[str, str] = {}  # runtime object id -> pod uid
+        self._owner_of: dict[str, PodUID] = {}  # runtime object id -> pod uid
 
     @property
     def sources_ready(self) -> bool:
@@ -59,7 +64,7 @@ class Pods:
 
     def set_source(self, source: str, raw_pods: list[dict[str, Any]]) -> SourceChange:
         self._unseen_sources.discard(source)
-        wanted: dict[str, Pod] = {}
+        wanted: dict[PodUID, Pod] = {}
         for raw in raw_pods:
             try:
                 pod = parse_pod(raw)
@@ -70,7 +75,7 @@ class Pods:
         sync = []
         for uid, pod in wanted.items():
             entry = self.entries.get(uid)
-            if entry is None or entry.removed:
+            if entry is None or not entry.lifecycle.wanted():
                 self.entries[uid] = PodEntry(pod, source)
                 log.info("pod added source=%s pod=%s uid=%s", source, pod.full_name, uid)
                 sync.append(pod)
@@ -81,28 +86,42 @@ class Pods:
         gone = [
             e.pod
             for uid, e in self.entries.items()
-            if e.source == source and uid not in wanted and not e.removed
+            if e.source == source and uid not in wanted and e.lifecycle.wanted()
         ]
         for pod in gone:
-            log.info("pod removed source=%s pod=%s uid=%s", source, pod.full_name, pod.uid)
-            self.entries[pod.uid].removed = True
+            self.entries[pod.uid].lifecycle.become(PodStage.TERMINATING, f"removed by {source}")
         return SourceChange(tuple(sync), tuple(gone))
 
-    def get(self, uid: str) -> Pod | None:
+    def get(self, uid: PodUID) -> Pod | None:
         """The pod a source wants (None once it was removed, while it terminates)."""
         entry = self.entries.get(uid)
-        return entry.pod if entry is not None and not entry.removed else None
+        return entry.pod if entry is not None and entry.lifecycle.wanted() else None
 
-    def forget(self, uid: str) -> bool:
-        """Its termination finished: drop a removed pod; True if it was dropped."""
+    def orphaned(self, uid: PodUID) -> None:
+        """The loop terminates a pod no source wants, which the runtime (or a cgroup) has."""
+        self._orphans[uid] = PodLifecycle(uid, uid, PodStage.TERMINATING)
+        log.info("pod stage pod=%s uid=%s stage=terminating why=orphan", uid, uid)
+
+    def terminating(self, uid: PodUID) -> bool:
+        """Its termination is under way (a removed pod's, or an orphan's)."""
         entry = self.entries.get(uid)
-        if entry is not None and entry.removed:
+        return uid in self._orphans or (entry is not None and entry.lifecycle.terminating())
+
+    def forget(self, uid: PodUID) -> bool:
+        """Its termination finished: drop a removed pod; True if it was dropped (False:
+        a source wants it again, as a new pod)."""
+        orphan = self._orphans.pop(uid, None)
+        if orphan is not None:
+            orphan.become(PodStage.TERMINATED, "terminated")
+        entry = self.entries.get(uid)
+        if entry is not None and entry.lifecycle.terminating():
+            entry.lifecycle.become(PodStage.TERMINATED, "terminated")
             del self.entries[uid]
         self._owner_of = {k: v for k, v in self._owner_of.items() if v != uid}
         return uid not in self.entries
 
-    def owner(self, object_id: str) -> str:
-        return self._owner_of.get(object_id, "")
+    def owner(self, object_id: str) -> PodUID | None:
+        return self._owner_of.get(object_id)
 
     def record(self, result: SyncResult) -> dict[str, Any] | None:
         """Fold a sync result in; the new API pod if its status changed, else None."""
@@ -115,22 +134,27 @@ class Pods:
         entry.waiting = result.waiting
         return self._recompute(entry)
 
-    def refresh(self, uid: str) -> dict[str, Any] | None:
+    def refresh(self, uid: PodUID) -> dict[str, Any] | None:
         """Recompute a pod's status after a probe result; the API pod if it changed."""
         entry = self.entries.get(uid)
         return self._recompute(entry) if entry is not None and entry.runtime is not None else None
 
-    def admitted(self, uid: str) -> bool:
+    def stage(self, uid: PodUID) -> PodStage | None:
         entry = self.entries.get(uid)
-        return entry is not None and entry.admitted
+        return entry.lifecycle.stage if entry is not None else None
 
-    def admit(self, uid: str) -> None:
-        self.entries[uid].admitted = True
+    def admitted(self, uid: PodUID) -> bool:
+        entry = self.entries.get(uid)
+        return entry is not None and entry.lifecycle.admitted()
 
-    def reject(self, uid: str, reason: str, message: str) -> dict[str, Any] | None:
+    def admit(self, uid: PodUID) -> None:
+        self.entries[uid].lifecycle.become(PodStage.ACTIVE, "admitted")
+
+    def reject(self, uid: PodUID, reason: str, message: str) -> dict[str, Any] | None:
         """Admission refused the pod: it is Failed and never runs; its API pod."""
         entry = self.entries[uid]
-        entry.failure = Waiting(reason, f"Pod was rejected: {message}")  # the kubelet's wording
+        entry.lifecycle.become(PodStage.REJECTED, reason)
+        entry.failure = Failure(reason, f"Pod was rejected: {message}")  # the kubelet's wording
         entry.runtime = PodRuntime(uid)
         return self._recompute(entry)
 
@@ -140,42 +164,43 @@ class Pods:
         return [
             e.pod
             for e in self.entries.values()
-            if e.admitted
-            and not e.removed
+            if e.lifecycle.admitted()
+            and e.lifecycle.wanted()
             and (e.api or {}).get("status", {}).get("phase") not in finished
         ]
 
-    def deadline_left(self, uid: str) -> float | None:
+    def deadline_left(self, uid: PodUID) -> float | None:
         """Seconds until the pod's activeDeadlineSeconds run out; None without one."""
         entry = self.entries.get(uid)
         if entry is None or entry.pod.active_deadline_s is None:
             return None
         return entry.first_seen + entry.pod.active_deadline_s - time.time()
 
-    def fail(self, uid: str, reason: str, message: str) -> bool:
-        """Mark the pod failed as a whole; True the first time."""
+    def fail(self, uid: PodUID, reason: str, message: str) -> bool:
+        """Mark an active pod failed as a whole; True the first time."""
         entry = self.entries.get(uid)
-        if entry is None or entry.failure is not None:
+        if entry is None or entry.lifecycle.stage is not PodStage.ACTIVE:
             return False
-        entry.failure = Waiting(reason, message)
+        entry.lifecycle.become(PodStage.FAILED, reason)
+        entry.failure = Failure(reason, message)
         return True
 
-    def has_run(self, uid: str) -> bool:
+    def has_run(self, uid: PodUID) -> bool:
         """The pod has a sandbox already (its syncs are follow-ups, not first starts)."""
         entry = self.entries.get(uid)
         return entry is not None and entry.runtime is not None and bool(entry.runtime.sandboxes)
 
-    def already_seen(self, uid: str, event: PodLifecycleEvent) -> bool:
+    def already_seen(self, uid: PodUID, event: PodLifecycleEvent) -> bool:
         """The parent's own calls already showed this state (PLEG relisted in between)."""
         entry = self.entries.get(uid)
         if entry is None or entry.runtime is None:
             return False
         key = event.object_id
-        if event.event == "SandboxChanged":
+        if event.event is LifecycleEventType.SANDBOX_CHANGED:
             key = SANDBOX_PREFIX + key
         return entry.runtime.objects().get(key, "") == event.state
 
-    def running_id(self, uid: str, container: str) -> str:
+    def running_id(self, uid: PodUID, container: str) -> str:
         """The id of the container instance running under this name, else ""."""
         entry = self.entries.get(uid)
         if entry is None or entry.runtime is None:
@@ -233,7 +258,7 @@ class Pods:
             )
         return out
 
-    def _container_summary(self, uid: str, status: dict[str, Any]) -> dict[str, Any]:
+    def _container_summary(self, uid: PodUID, status: dict[str, Any]) -> dict[str, Any]:
         state_name, detail = next(iter(status["state"].items()))
         container_id = status.get("containerID", "").split("://")[-1]
         return {

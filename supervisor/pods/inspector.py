@@ -14,25 +14,26 @@ from __future__ import annotations
 
 import dataclasses
 
+from pkletd.ipc.apimodel.podspec import PodUID
 from pkletd.ipc.cri import (
     ContainerID,
     ContainerInfo,
     ContainerState,
-    CriRuntime,
     SandboxInfo,
     SandboxState,
     unless_gone,
 )
-from pkletd.supervisor.pods.podactions import PodRuntime
+from pkletd.supervisor.pods.runtime import Runtime
+from pkletd.supervisor.pods.types import PodRuntime
 
 
 class PodInspector:
-    def __init__(self, runtime: CriRuntime) -> None:
+    def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
-        self._exited: dict[str, dict[ContainerID, ContainerInfo]] = {}  # uid -> id -> status
-        self._networks: dict[str, SandboxInfo] = {}  # uid -> its newest ready sandbox's status
+        self._exited: dict[PodUID, dict[ContainerID, ContainerInfo]] = {}  # uid -> id -> status
+        self._networks: dict[PodUID, SandboxInfo] = {}  # uid -> its newest ready sandbox's status
 
-    def inspect(self, uid: str) -> PodRuntime:
+    def inspect(self, uid: PodUID) -> PodRuntime:
         listed = self._runtime.list_sandboxes(uid)
         sandboxes = sorted(listed, key=lambda s: s.created_at, reverse=True)
         if sandboxes and sandboxes[0].state is SandboxState.READY:
@@ -41,17 +42,17 @@ class PodInspector:
         containers.sort(key=lambda c: (c.attempt, c.created_at), reverse=True)
         return PodRuntime(uid, tuple(sandboxes), tuple(containers))
 
-    def forget(self, uid: str) -> None:
+    def forget(self, uid: PodUID) -> None:
         self._exited.pop(uid, None)
         self._networks.pop(uid, None)
 
-    def _ready_sandbox(self, uid: str, listed: SandboxInfo) -> SandboxInfo:
+    def _ready_sandbox(self, uid: PodUID, listed: SandboxInfo) -> SandboxInfo:
         known = self._networks.get(uid)
         if known is None or known.id != listed.id:
             known = self._networks[uid] = self._runtime.sandbox_status(listed.id)
         return dataclasses.replace(listed, ip=known.ip, host_network=known.host_network)
 
-    def _containers(self, uid: str) -> list[ContainerInfo]:
+    def _containers(self, uid: PodUID) -> list[ContainerInfo]:
         known = self._exited.get(uid, {})
         exited: dict[ContainerID, ContainerInfo] = {}
         containers = []

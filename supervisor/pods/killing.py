@@ -17,9 +17,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pkletd.ipc import handlers
 from pkletd.ipc.apimodel.podspec import Container, Pod
-from pkletd.ipc.cri import ContainerInfo, CriRuntime, SandboxState, unless_gone
+from pkletd.ipc.cri import ContainerInfo, SandboxState, unless_gone
 from pkletd.supervisor.pods.events import EventRecorder, Reason
-from pkletd.supervisor.pods.podactions import PodRuntime
+from pkletd.supervisor.pods.runtime import Runtime
+from pkletd.supervisor.pods.types import PodRuntime
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ def pod_address(pod: Pod, sandbox_ip: str) -> str:
 
 
 class Killer:
-    def __init__(self, runtime: CriRuntime, events: EventRecorder) -> None:
+    def __init__(self, runtime: Runtime, events: EventRecorder) -> None:
         self._runtime = runtime
         self._events = events
 

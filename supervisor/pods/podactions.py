@@ -23,46 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pkletd.ipc.apimodel.podspec import Container, Pod
+from pkletd.ipc.apimodel.probespec import ProbeType
 from pkletd.ipc.cri import ContainerInfo, ContainerState, SandboxInfo, SandboxState
-from pkletd.ipc.messages import SANDBOX_PREFIX
 from pkletd.supervisor.pods.setup import runtimespec
-
-DEFAULT_GRACE_S = 30
-
-
-@dataclass(frozen=True, slots=True)
-class PodRuntime:
-    """What the runtime has for one pod, newest first."""
-
-    uid: str
-    sandboxes: tuple[SandboxInfo, ...] = ()
-    containers: tuple[ContainerInfo, ...] = ()
-
-    def sandbox(self) -> SandboxInfo | None:
-        return self.sandboxes[0] if self.sandboxes else None
-
-    def instances(self, name: str) -> list[ContainerInfo]:
-        return [c for c in self.containers if c.name == name]
-
-    def latest(self, name: str) -> ContainerInfo | None:
-        found = self.instances(name)
-        return found[0] if found else None
-
-    def running(self) -> list[ContainerInfo]:
-        return [c for c in self.containers if c.state is ContainerState.RUNNING]
-
-    def objects(self) -> dict[str, str]:
-        """Object id -> state, as PLEG keys them."""
-        found = {SANDBOX_PREFIX + s.id: s.state.value for s in self.sandboxes}
-        found.update({c.id: c.state.value for c in self.containers})
-        return found
-
-    def grace_period(self) -> int:
-        for c in self.containers:
-            value = c.annotations.get(runtimespec.POD_GRACE, "")
-            if value.isdigit():
-                return int(value)
-        return DEFAULT_GRACE_S
+from pkletd.supervisor.pods.types import PodRuntime
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +74,7 @@ def started(container: Container, info: ContainerInfo | None, passed: frozenset[
     """Running, and past its startup probe if it has one (``passed``: ids that passed it)."""
     if info is None or info.state is not ContainerState.RUNNING:
         return False
-    return container.probe("startup") is None or info.id in passed
+    return container.probe(ProbeType.STARTUP) is None or info.id in passed
 
 
 def init_progress(

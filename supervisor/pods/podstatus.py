@@ -20,9 +20,9 @@ from typing import Any
 from pkletd.ipc.apimodel.podspec import Container, Pod
 from pkletd.ipc.cri import ContainerInfo, ContainerState, SandboxState
 from pkletd.supervisor.pods.cgroups import qos
-from pkletd.supervisor.pods.podactions import InitProgress, PodRuntime, init_progress
-from pkletd.supervisor.pods.podsync import Waiting
+from pkletd.supervisor.pods.podactions import InitProgress, init_progress
 from pkletd.supervisor.pods.proberesults import ProbeResults
+from pkletd.supervisor.pods.types import Failure, PodRuntime, Waiting, WaitingReason
 
 RUNTIME_SCHEME = "containerd"
 
@@ -152,10 +152,10 @@ def pod_status(
     start_time: float,
     previous: dict[str, Any] | None,
     probes: ProbeResults,
-    failure: Waiting | None = None,
+    failure: Failure | None = None,
 ) -> dict[str, Any]:
     init = init_progress(pod, runtime, probes.passed_startup(pod.uid))
-    pending = None if init.done else Waiting("PodInitializing", "")
+    pending = None if init.done else Waiting(WaitingReason.POD_INITIALIZING, "")
     statuses = [
         container_status(pod, c, runtime, waiting.get(c.name) or pending, probes)
         for c in pod.containers

@@ -19,17 +19,15 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from pkletd.ipc import handlers
-from pkletd.ipc.apimodel.podspec import Container, Pod
+from pkletd.ipc.apimodel.podspec import Container, Pod, PodUID
 from pkletd.ipc.cri import (
     ContainerID,
     ContainerState,
     CriError,
-    CriRuntime,
-    ImageInfo,
     SandboxID,
     SandboxSpec,
     unless_gone,
@@ -37,13 +35,22 @@ from pkletd.ipc.cri import (
 from pkletd.supervisor.pods import backoff
 from pkletd.supervisor.pods.backoff import Clock, CrashBackoff
 from pkletd.supervisor.pods.cgroups.podcgroups import PodCgroups
-from pkletd.supervisor.pods.events import EventRecorder, Reason, go_duration
+from pkletd.supervisor.pods.events import EventRecorder, Reason
+from pkletd.supervisor.pods.images import ImagePuller
 from pkletd.supervisor.pods.inspector import PodInspector
 from pkletd.supervisor.pods.killing import Killer, pod_address
-from pkletd.supervisor.pods.podactions import Actions, PodRuntime, compute_actions
+from pkletd.supervisor.pods.podactions import Actions, compute_actions
+from pkletd.supervisor.pods.runtime import Runtime
 from pkletd.supervisor.pods.setup import runtimespec
 from pkletd.supervisor.pods.setup.envvars import ConfigError
-from pkletd.supervisor.pods.setup.podsetup import CONFIG_ERROR, PodSetup
+from pkletd.supervisor.pods.setup.podsetup import PodSetup
+from pkletd.supervisor.pods.types import (
+    PodRuntime,
+    SyncOptions,
+    SyncResult,
+    Waiting,
+    WaitingReason,
+)
 
 log = logging.getLogger(__name__)
 
@@ -54,28 +61,19 @@ POST_START_TIMEOUT_S = 120
 # per sync, so a pod's status is not held back long while its init containers run.
 INIT_EXIT_WAIT_S = 1.0
 INIT_EXIT_POLL_S = 0.05
+NO_OPTIONS = SyncOptions()
 FAILED_STEP_RETRY_S = 10.0  # the kubelet's pod worker back-off after a failed sync
 # After a failed pull the kubelet syncs again at once (PLEG reports the new
 # sandbox), and that sync shows ImagePullBackOff: ErrImagePull is seen only briefly.
 PULL_FAILED_RESYNC_S = 1.0
 # Waiting reasons the kubelet's "Failed" event names as such ("Error: ErrImagePull");
 # for the others it gives the error's message.
-IMAGE_ERRORS = ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull")
-NO_FAILED_EVENT = ("PostStartHookError",)  # FailedPostStartHook says it already
-
-
-@dataclass(frozen=True, slots=True)
-class Waiting:
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class SyncOptions:
-    """What the loop thread knows that a sync needs: probe facts and the pod's deadline."""
-
-    started: frozenset[str] = frozenset()  # container ids past their startup probe
-    deadline_exceeded: bool = False
+IMAGE_ERRORS = (
+    WaitingReason.ERR_IMAGE_PULL,
+    WaitingReason.IMAGE_PULL_BACK_OFF,
+    WaitingReason.ERR_IMAGE_NEVER_PULL,
+)
+NO_FAILED_EVENT = (WaitingReason.POST_START_HOOK_ERROR,)  # FailedPostStartHook says it already
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,21 +85,12 @@ class PodSandbox:
     ip: str  # "" for a hostNetwork pod
 
 
-@dataclass(frozen=True, slots=True)
-class SyncResult:
-    uid: str
-    runtime: PodRuntime
-    waiting: Mapping[str, Waiting] = field(default_factory=dict)
-    retry_in: float | None = None  # seconds until a backoff or a failed step may go again
-    terminated: bool = False
-
-
 class PodSyncer:
     """Carries out a pod's actions through the CRI. Called on pod-worker threads."""
 
     def __init__(
         self,
-        runtime: CriRuntime,
+        runtime: Runtime,
         logs_root: Path,
         events: EventRecorder,
         setup: PodSetup,
@@ -116,22 +105,20 @@ class PodSyncer:
         self._events = events
         self._killer = Killer(runtime, events)
         self._backoff = CrashBackoff(clock=clock)
-        self._pulls = CrashBackoff(clock=clock)
-        self._pull_failed: dict[str, float] = {}
-        self._clock = clock
-        self._kills: dict[str, dict[str, tuple[int, str]]] = {}  # uid -> id -> grace, why
+        self._images = ImagePuller(runtime, events, clock)
+        self._kills: dict[PodUID, dict[str, tuple[int, str]]] = {}  # uid -> id -> grace, why
         self._kills_lock = threading.Lock()
 
-    def request_kill(self, uid: str, container_id: str, grace_s: int, why: str) -> None:
+    def request_kill(self, uid: PodUID, container_id: str, grace_s: int, why: str) -> None:
         """Have the pod's next sync kill this container (a failed liveness or startup probe)."""
         with self._kills_lock:
             self._kills.setdefault(uid, {})[container_id] = (grace_s, why)
 
-    def _take_kills(self, uid: str) -> dict[str, tuple[int, str]]:
+    def _take_kills(self, uid: PodUID) -> dict[str, tuple[int, str]]:
         with self._kills_lock:
             return self._kills.pop(uid, {})
 
-    def sync(self, pod: Pod, options: SyncOptions = SyncOptions()) -> SyncResult:
+    def sync(self, pod: Pod, options: SyncOptions = NO_OPTIONS) -> SyncResult:
         state = self._inspector.inspect(pod.uid)
         if options.deadline_exceeded:
             self._killer.kill_pod(pod, state, pod.grace_period_s)
@@ -186,7 +173,9 @@ class PodSyncer:
             return {}
         failure = self._cgroups.ensure(pod)  # the pod's cgroup, before its sandbox
         if failure is not None:
-            waiting.update({c.name: Waiting("ContainerCreating", failure) for c in actions.start})
+            waiting.update(
+                {c.name: Waiting(WaitingReason.CONTAINER_CREATING, failure) for c in actions.start}
+            )
             retry.append(FAILED_STEP_RETRY_S)
             return {}
         sandbox = self._sandbox_for(pod, state, actions)
@@ -226,20 +215,17 @@ class PodSyncer:
             self._killer.kill(pod, state, container, *kills[container.id])
         return self._inspector.inspect(pod.uid) if doomed else state
 
-    def unused_cgroups(self, skip: Callable[[str], bool]) -> set[str]:
+    def unused_cgroups(self, skip: Callable[[PodUID], bool]) -> set[PodUID]:
         """Pods with a cgroup and nothing in it, but for the uids ``skip`` says."""
         return self._cgroups.unused(skip)
 
-    def forget(self, uid: str) -> None:
+    def forget(self, uid: PodUID) -> None:
         self._backoff.forget_pod(uid)
-        self._pulls.forget_pod(uid)
-        self._pull_failed = {
-            k: v for k, v in self._pull_failed.items() if not k.startswith(f"{uid}/")
-        }
+        self._images.forget(uid)
         self._take_kills(uid)
         self._inspector.forget(uid)
 
-    def terminate(self, uid: str, pod: Pod | None, grace_s: int | None) -> SyncResult:
+    def terminate(self, uid: PodUID, pod: Pod | None, grace_s: int | None) -> SyncResult:
         """Stop and remove everything the runtime has for this pod (``pod`` None: an orphan).
 
         What is left in the pod's cgroup is killed if the pod is ours (a source's, or our
@@ -304,21 +290,19 @@ class PodSyncer:
                     Reason.BACK_OFF,
                     f"Back-off restarting failed container {container.name} in pod {where}",
                 )
-                waiting[container.name] = Waiting("CrashLoopBackOff", message)
+                waiting[container.name] = Waiting(WaitingReason.CRASH_LOOP_BACK_OFF, message)
                 retry.append(wait)
                 return None
             self._backoff.restarted(key)
-        pull_wait = self._pull_backoff(pod, container)
+        pull_wait = self._images.backoff_left(pod, container)
         if pull_wait > 0:
-            message = f'Back-off pulling image "{container.image}"'
-            self._events.normal(pod.full_name, Reason.BACK_OFF, message)
-            waiting[container.name] = self._failed(pod, Waiting("ImagePullBackOff", message))
+            waiting[container.name] = self._failed(pod, self._images.backing_off(pod, container))
             retry.append(pull_wait)
             return None
         outcome = self._create_and_start(pod, container, restart_count, sandbox)
         if isinstance(outcome, Waiting):
             waiting[container.name] = self._failed(pod, outcome)
-            pulling = outcome.reason == "ErrImagePull"
+            pulling = outcome.reason is WaitingReason.ERR_IMAGE_PULL
             retry.append(PULL_FAILED_RESYNC_S if pulling else FAILED_STEP_RETRY_S)
             return None
         return outcome
@@ -330,11 +314,6 @@ class PodSyncer:
             self._events.warning(pod.full_name, Reason.FAILED, f"Error: {detail}")
         return why
 
-    def _pull_backoff(self, pod: Pod, container: Container) -> float:
-        key = f"{pod.uid}/{container.image}"
-        failed_at = self._pull_failed.get(key)
-        return self._pulls.remaining(key, failed_at) if failed_at is not None else 0.0
-
     def _create_and_start(
         self,
         pod: Pod,
@@ -342,18 +321,9 @@ class PodSyncer:
         restart_count: int,
         sandbox: PodSandbox,
     ) -> ContainerID | Waiting:
-        try:
-            image = self._ensure_image(pod, container, sandbox.spec)
-        except CriError as exc:
-            log.error(
-                "image pull failed pod=%s container=%s error=%s", pod.full_name, container.name, exc
-            )
-            key = f"{pod.uid}/{container.image}"
-            self._pulls.restarted(key)
-            self._pull_failed[key] = self._clock()
-            return Waiting("ErrImagePull", exc.rpc_message)
-        except LookupError as exc:
-            return Waiting("ErrImageNeverPull", str(exc))
+        image = self._images.ensure(pod, container, sandbox.spec)
+        if isinstance(image, Waiting):
+            return image
         spec = runtimespec.container_spec(pod, container, restart_count)
         try:
             spec = self._setup.container_spec(pod, container, spec, sandbox.ip, image)
@@ -361,14 +331,14 @@ class PodSyncer:
             log.error(
                 "config failed pod=%s container=%s error=%s", pod.full_name, container.name, exc
             )
-            return Waiting(CONFIG_ERROR, str(exc))
+            return Waiting(WaitingReason.CREATE_CONTAINER_CONFIG_ERROR, str(exc))
         try:
             container_id = self._runtime.create_container(sandbox.id, spec, sandbox.spec)
         except CriError as exc:
             log.error(
                 "create failed pod=%s container=%s error=%s", pod.full_name, container.name, exc
             )
-            return Waiting("CreateContainerError", exc.detail)
+            return Waiting(WaitingReason.CREATE_CONTAINER_ERROR, exc.detail)
         self._events.normal(pod.full_name, Reason.CREATED, f"Created container {container.name}")
         try:
             self._runtime.start_container(container_id)
@@ -376,7 +346,7 @@ class PodSyncer:
             log.error(
                 "start failed pod=%s container=%s error=%s", pod.full_name, container.name, exc
             )
-            return Waiting("RunContainerError", exc.detail)
+            return Waiting(WaitingReason.RUN_CONTAINER_ERROR, exc.detail)
         self._events.normal(pod.full_name, Reason.STARTED, f"Started container {container.name}")
         log.info(
             "container started pod=%s container=%s restart=%d id=%s",
@@ -407,40 +377,7 @@ class PodSyncer:
         info = next((c for c in state.containers if c.id == container_id), None)
         if info is not None:
             self._killer.kill(pod, state, info, pod.grace_period_s, "FailedPostStartHook")
-        return Waiting("PostStartHookError", message)
-
-    def _ensure_image(self, pod: Pod, container: Container, sandbox: SandboxSpec) -> ImageInfo:
-        """The image by the container's pull policy, with the kubelet's events (its
-        EnsureImageExists); the pull back-off is ``_start``'s."""
-        image = container.image
-        if container.image_pull_policy != "Always":
-            present = self._runtime.image_status(image)
-            if present is not None:
-                message = f'Container image "{image}" already present on machine'
-                self._events.normal(pod.full_name, Reason.PULLED, message)
-                return present
-        if container.image_pull_policy == "Never":
-            message = f'Container image "{image}" is not present with pull policy of Never'
-            self._events.warning(pod.full_name, Reason.ERR_IMAGE_NEVER_PULL, message)
-            raise LookupError(message)
-        self._events.normal(pod.full_name, Reason.PULLING, f'Pulling image "{image}"')
-        started = time.monotonic()
-        try:
-            self._runtime.pull_image(image, sandbox)
-        except CriError as exc:
-            message = f'Failed to pull image "{image}": {exc.rpc_message}'
-            self._events.warning(pod.full_name, Reason.FAILED, message)
-            raise
-        pulled = self._runtime.image_status(image)
-        if pulled is None:  # removed again at once (image GC): the next sync pulls again
-            raise CriError("ImageStatus", image, "NOT_FOUND", "image gone after pull")
-        took = go_duration(time.monotonic() - started)
-        message = (
-            f'Successfully pulled image "{image}" in {took} ({took} including waiting). '
-            f"Image size: {pulled.size} bytes."
-        )
-        self._events.normal(pod.full_name, Reason.PULLED, message)
-        return pulled
+        return Waiting(WaitingReason.POST_START_HOOK_ERROR, message)
 
     def _remove_dead(self, state: PodRuntime) -> None:
         """Keep the newest dead instance of each container (for lastState); drop older ones."""

@@ -5,7 +5,7 @@ threads, and at most one waiting: a newer update replaces the waiting one, as th
 kubelet's podWorkers coalesce updates. A thread takes a pod's latest update when
 it starts the sync, so a pod queued behind others runs what is wanted by then.
 Results come back to the loop thread, in order, through ``completed()``; the loop
-is woken through ``wake_fd``.
+is woken through an ``Inbox`` (``fileno()``).
 
 Work is taken in priority order, then first come first served: a pod that already
 runs (its next init container, a restart, a termination) goes before the first
@@ -18,19 +18,21 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pkletd.supervisor.pods.podsync import SyncResult
+from pkletd.ipc.apimodel.podspec import PodUID
+from pkletd.ipc.wakeup import Inbox
+from pkletd.supervisor.pods.types import SyncResult
 
 log = logging.getLogger(__name__)
 
 Work = Callable[[], SyncResult]
 URGENT, FIRST = 0, 1
 _STOP = 2
+Done = tuple[PodUID, SyncResult | BaseException]  # a pod sync ended: its result or error
 
 
 @dataclass
@@ -43,12 +45,11 @@ class _Line:
 
 class PodWorkers:
     def __init__(self, parallelism: int) -> None:
-        self._lines: dict[str, _Line] = {}
+        self._lines: dict[PodUID, _Line] = {}
         self._lock = threading.Lock()  # the lines: the loop thread and the pod workers
-        self._todo: queue.PriorityQueue[tuple[int, int, str]] = queue.PriorityQueue()
+        self._todo: queue.PriorityQueue[tuple[int, int, PodUID]] = queue.PriorityQueue()
         self._order = itertools.count()
-        self._done: queue.SimpleQueue[tuple[str, SyncResult | BaseException]] = queue.SimpleQueue()
-        self.wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._done: Inbox[Done] = Inbox()
         self._threads = [
             threading.Thread(target=self._serve, name=f"podworker-{i}", daemon=True)
             for i in range(parallelism)
@@ -56,18 +57,18 @@ class PodWorkers:
         for thread in self._threads:
             thread.start()
 
-    def update(self, uid: str, work: Work, urgent: bool = False) -> None:
+    def update(self, uid: PodUID, work: Work, urgent: bool = False) -> None:
         with self._lock:
             line = self._lines.setdefault(uid, _Line())
             line.waiting = work
             self._queue(uid, line, urgent)
 
-    def busy(self, uid: str) -> bool:
+    def busy(self, uid: PodUID) -> bool:
         with self._lock:
             line = self._lines.get(uid)
             return line is not None and (line.running or line.waiting is not None)
 
-    def _queue(self, uid: str, line: _Line, urgent: bool) -> None:
+    def _queue(self, uid: PodUID, line: _Line, urgent: bool) -> None:
         """Put the line in the queue, or move it up to urgent (lock held)."""
         if line.running or (line.ticket is not None and (line.urgent or not urgent)):
             return  # running: queued again when done; or already queued high enough
@@ -84,7 +85,7 @@ class PodWorkers:
             if work is not None:
                 self._run(uid, work)
 
-    def _take(self, uid: str, ticket: int) -> Work | None:
+    def _take(self, uid: PodUID, ticket: int) -> Work | None:
         """The line's latest update, if this queue entry still stands for the line."""
         with self._lock:
             line = self._lines.get(uid)
@@ -94,30 +95,21 @@ class PodWorkers:
             line.running, line.urgent, line.ticket = True, False, None
             return work
 
-    def _run(self, uid: str, work: Work) -> None:
+    def _run(self, uid: PodUID, work: Work) -> None:
         try:
             outcome: SyncResult | BaseException = work()
         except BaseException as exc:  # reported to the loop, which logs and retries
             outcome = exc
-        self._done.put((uid, outcome))
+        self._done.put((uid, outcome))  # before a follow-up can run and report
         self._finished(uid)
-        os.eventfd_write(self.wake_fd, 1)
 
-    def completed(self) -> list[tuple[str, SyncResult | BaseException]]:
-        try:
-            os.eventfd_read(self.wake_fd)
-        except BlockingIOError:
-            pass
-        results = []
-        while True:
-            try:
-                uid, outcome = self._done.get_nowait()
-            except queue.Empty:
-                break
-            results.append((uid, outcome))
-        return results
+    def fileno(self) -> int:
+        return self._done.fileno()
 
-    def _finished(self, uid: str) -> None:
+    def completed(self) -> list[Done]:
+        return self._done.take()
+
+    def _finished(self, uid: PodUID) -> None:
         with self._lock:
             line = self._lines[uid]
             line.running = False
@@ -134,7 +126,7 @@ class PodWorkers:
             except queue.Empty:
                 break
         for _ in self._threads:
-            self._todo.put((_STOP, next(self._order), ""))
+            self._todo.put((_STOP, next(self._order), PodUID("")))
         for thread in self._threads:
             thread.join()
-        os.close(self.wake_fd)
+        self._done.close()

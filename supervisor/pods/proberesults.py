@@ -13,11 +13,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from pkletd.ipc.apimodel.podspec import Container
-from pkletd.ipc.messages import ProbeResult
+from pkletd.ipc.apimodel.podspec import Container, PodUID
+from pkletd.ipc.apimodel.probespec import ProbeType
+from pkletd.ipc.cri import ContainerID
+from pkletd.ipc.messages import ProbeResult, ProbeVerdict
 
-SUCCESS = "success"
-Key = tuple[str, str, str]
+Key = tuple[PodUID, str, ProbeType]  # pod, container name, probe type
 
 
 class ProbeResults:
@@ -34,31 +35,35 @@ class ProbeResults:
             return True
         return before.result != result.result
 
-    def _passed(self, uid: str, container: Container, container_id: str, kind: str) -> bool:
+    def _passed(
+        self, uid: PodUID, container: Container, container_id: str, kind: ProbeType
+    ) -> bool:
         if container.probe(kind) is None:
             return True
         result = self._results.get((uid, container.name, kind))
         return (
-            result is not None and result.container_id == container_id and result.result == SUCCESS
+            result is not None
+            and result.container_id == container_id
+            and result.result is ProbeVerdict.SUCCESS
         )
 
-    def started(self, uid: str, container: Container, container_id: str) -> bool:
-        return self._passed(uid, container, container_id, "startup")
+    def started(self, uid: PodUID, container: Container, container_id: str) -> bool:
+        return self._passed(uid, container, container_id, ProbeType.STARTUP)
 
-    def ready(self, uid: str, container: Container, container_id: str) -> bool:
+    def ready(self, uid: PodUID, container: Container, container_id: str) -> bool:
         return self.started(uid, container, container_id) and self._passed(
-            uid, container, container_id, "readiness"
+            uid, container, container_id, ProbeType.READINESS
         )
 
-    def passed_startup(self, uid: str) -> frozenset[str]:
+    def passed_startup(self, uid: PodUID) -> frozenset[ContainerID]:
         """Ids of the pod's containers whose startup probe succeeded."""
         return frozenset(
-            r.container_id
+            ContainerID(r.container_id)
             for (u, _, kind), r in self._results.items()
-            if u == uid and kind == "startup" and r.result == SUCCESS
+            if u == uid and kind is ProbeType.STARTUP and r.result is ProbeVerdict.SUCCESS
         )
 
-    def of_container(self, uid: str, name: str, container_id: str) -> dict[str, str]:
+    def of_container(self, uid: PodUID, name: str, container_id: str) -> dict[str, str]:
         """Probe type -> result, for ``pkletd status``."""
         return {
             kind: r.result
@@ -66,7 +71,7 @@ class ProbeResults:
             if u == uid and n == name and r.container_id == container_id
         }
 
-    def forget(self, uid: str) -> None:
+    def forget(self, uid: PodUID) -> None:
         self._results = {k: v for k, v in self._results.items() if k[0] != uid}
 
     def snapshot(self) -> list[dict[str, Any]]:

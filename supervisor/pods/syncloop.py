@@ -17,8 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pkletd.ipc.apimodel.podspec import Pod
-from pkletd.ipc.cri import CriError, CriRuntime
+from pkletd.ipc.apimodel.podspec import Pod, PodUID
+from pkletd.ipc.apimodel.probespec import ProbeType
+from pkletd.ipc.cri import CriError
 from pkletd.ipc.messages import (
     Message,
     PodForgotten,
@@ -27,13 +28,17 @@ from pkletd.ipc.messages import (
     PodStatusUpdated,
     ProbeMetrics,
     ProbeResult,
+    ProbeVerdict,
 )
 from pkletd.supervisor.pods import admission
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.events import EventRecorder, Reason
-from pkletd.supervisor.pods.podsync import FAILED_STEP_RETRY_S, PodSyncer, SyncOptions, SyncResult
+from pkletd.supervisor.pods.podsync import FAILED_STEP_RETRY_S, PodSyncer
 from pkletd.supervisor.pods.podworkers import PodWorkers
 from pkletd.supervisor.pods.proberesults import ProbeResults
+from pkletd.supervisor.pods.runtime import Runtime
+from pkletd.supervisor.pods.stage import PodStage
+from pkletd.supervisor.pods.types import SyncOptions, SyncResult
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +54,7 @@ Publish = Callable[[Message], object]
 class Parts:
     """What the sync loop works with; built by the supervisor."""
 
-    runtime: CriRuntime
+    runtime: Runtime
     syncer: PodSyncer
     pod_workers: PodWorkers
     pods: Pods
@@ -70,10 +75,9 @@ class SyncLoop:
         self._admitter = parts.admitter
         self._sync_frequency = parts.sync_frequency
         self._publish = publish
-        self._requeue: list[tuple[float, str]] = []
-        self._due: dict[str, float] = {}
-        self._terminating: set[str] = set()
-        self._cgroup_orphans: set[str] = set()  # pod cgroups with no pod, at the last pass
+        self._requeue: list[tuple[float, PodUID]] = []
+        self._due: dict[PodUID, float] = {}
+        self._cgroup_orphans: set[PodUID] = set()  # pod cgroups with no pod, at the last pass
         self._next_housekeeping = 0.0
         self.stopping = False
         self.runtime_ok = True
@@ -103,8 +107,9 @@ class SyncLoop:
     def on_pods_listed(self, message: PodsListed) -> None:
         change = self._pods.set_source(message.source, message.pods)
         for pod in change.sync:
-            if self._pods.admitted(pod.uid) or self._admit(pod):
-                self._sync(pod)
+            stage = self._pods.stage(pod.uid)
+            if stage is PodStage.ACTIVE or (stage is PodStage.NEW and self._admit(pod)):
+                self._sync(pod)  # a rejected or failed pod is not started again
         for pod in change.terminate:
             self._terminate(pod.uid, pod, pod.grace_period_s)
 
@@ -121,11 +126,14 @@ class SyncLoop:
 
     def on_lifecycle_event(self, event: PodLifecycleEvent) -> None:
         uid = event.pod_uid or self._pods.owner(event.object_id)
+        if not uid:
+            return  # an object of no pod we know: housekeeping finds real orphans
         pod = self._pods.get(uid)
         if pod is not None:
             if not self._pods.already_seen(uid, event):
                 self._sync(pod)
-        elif uid and self._pods.sources_ready and uid not in self._terminating:
+        elif self._pods.sources_ready and not self._pods.terminating(uid):
+            self._pods.orphaned(uid)
             self._terminate(uid, None, None)
 
     def on_probe_result(self, result: ProbeResult, sent_at: float) -> None:
@@ -138,14 +146,15 @@ class SyncLoop:
         if not self._probes.record(result):
             return
         kind = result.probe.capitalize()
-        if result.result == "failure":
+        failed = result.result is ProbeVerdict.FAILURE
+        if failed:
             self._events.warning(
                 pod.full_name, Reason.UNHEALTHY, f"{kind} probe failed: {result.output}"
             )
-        if result.result == "failure" and result.probe in ("liveness", "startup"):
+        if failed and result.probe in (ProbeType.LIVENESS, ProbeType.STARTUP):
             self._kill_unhealthy(pod, result)
             return
-        if result.probe == "startup":
+        if result.probe is ProbeType.STARTUP:
             self._sync(pod)  # a started sidecar lets the next init container go
         api_pod = self._pods.refresh(pod.uid)
         if api_pod is not None:
@@ -179,17 +188,15 @@ class SyncLoop:
             self._events.normal(pod.full_name, Reason.DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
         return True
 
-    def _terminate(self, uid: str, pod: Pod | None, grace: int | None) -> None:
-        self._terminating.add(uid)
+    def _terminate(self, uid: PodUID, pod: Pod | None, grace: int | None) -> None:
         self._pod_workers.update(uid, lambda: self._syncer.terminate(uid, pod, grace), True)
 
-    def on_sync_done(self, uid: str, outcome: SyncResult | BaseException) -> None:
+    def on_sync_done(self, uid: PodUID, outcome: SyncResult | BaseException) -> None:
         if isinstance(outcome, BaseException):
             log.error("pod sync failed uid=%s error=%s", uid, outcome)
             self._schedule(uid, FAILED_STEP_RETRY_S)
             return
         if outcome.terminated:
-            self._terminating.discard(uid)
             self._syncer.forget(uid)
             self._probes.forget(uid)
             self._admitter.forget(uid)
@@ -209,7 +216,7 @@ class SyncLoop:
             delays.append(left)
         self._schedule(uid, min(delays))
 
-    def _schedule(self, uid: str, delay: float) -> None:
+    def _schedule(self, uid: PodUID, delay: float) -> None:
         due = time.monotonic() + delay
         if self._due.get(uid, float("inf")) <= due:
             return
@@ -248,7 +255,8 @@ class SyncLoop:
                     sandbox.name,
                     sandbox.uid,
                 )
-                self._terminate(sandbox.uid, None, None)
+                self._pods.orphaned(PodUID(sandbox.uid))
+                self._terminate(PodUID(sandbox.uid), None, None)
         self._orphaned_cgroups({s.uid for s in sandboxes})
 
     def _orphaned_cgroups(self, with_sandbox: set[str]) -> None:
@@ -259,13 +267,14 @@ class SyncLoop:
         )
         for uid in orphans & self._cgroup_orphans:
             log.info("orphaned pod cgroup found uid=%s", uid)
+            self._pods.orphaned(uid)
             self._terminate(uid, None, None)
         self._cgroup_orphans = orphans
 
-    def _unowned(self, uid: str) -> bool:
+    def _unowned(self, uid: PodUID) -> bool:
         """No source wants the pod, and nothing is under way for it."""
         return (
             self._pods.get(uid) is None
-            and uid not in self._terminating
+            and not self._pods.terminating(uid)
             and not self._pod_workers.busy(uid)
         )

@@ -41,7 +41,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from pkletd.ipc.apimodel import quantity
-from pkletd.ipc.apimodel.podspec import Pod
+from pkletd.ipc.apimodel.podspec import Pod, PodUID
 from pkletd.supervisor.pods import nodeinfo
 from pkletd.supervisor.pods.cgroups import qos, resources
 from pkletd.supervisor.pods.cgroups.resources import CgroupValues
@@ -343,7 +343,7 @@ class PodCgroups:
         log.info("pod cgroup created pod=%s cgroup=%s", pod.full_name, name)
         return None
 
-    def remove(self, uid: str, kill: bool = True) -> None:
+    def remove(self, uid: PodUID, kill: bool = True) -> None:
         """Remove the pod's cgroup wherever it is (killing what is left in it, unless
         not ``kill``); a failure is logged."""
         self._track(uid, None)
@@ -357,13 +357,13 @@ class PodCgroups:
                 continue
             log.info("pod cgroup removed uid=%s cgroup=%s", uid, name)
 
-    def unused(self, skip: Callable[[str], bool]) -> set[str]:
+    def unused(self, skip: Callable[[PodUID], bool]) -> set[PodUID]:
         """The uid of every pod cgroup under ``/kubepods`` with nothing made below it (no
         sandbox, no container), whoever made it, but for the uids ``skip`` says."""
         found = set()
         for parent in QOS_PARENT.values():
             for child in self.tree.children(parent):
-                uid = child.removeprefix("pod")
+                uid = PodUID(child.removeprefix("pod"))
                 if (
                     child.startswith("pod")
                     and not skip(uid)
@@ -372,7 +372,7 @@ class PodCgroups:
                     found.add(uid)
         return found
 
-    def _track(self, uid: str, pod: Pod | None) -> None:
+    def _track(self, uid: PodUID, pod: Pod | None) -> None:
         """Keep ``/kubepods/burstable``'s shares at the Burstable pods' summed cpu requests."""
         with self._lock:
             if pod is not None and qos.pod_qos(pod) == qos.BURSTABLE:

@@ -19,9 +19,8 @@ from pkletd.supervisor.pods.nodeinfo import NodeInfo
 from pkletd.supervisor.pods.setup import envvars, securitycontext
 from pkletd.supervisor.pods.setup.envvars import ConfigError
 from pkletd.supervisor.pods.setup.volumes import PodVolumes, VolumeError
+from pkletd.supervisor.pods.types import WaitingReason
 
-CONFIG_ERROR = "CreateContainerConfigError"
-VOLUME_WAIT = "ContainerCreating"  # the kubelet's reason while volumes are not mounted
 VOLUME_RETRY_S = 10.0
 
 
@@ -29,7 +28,7 @@ VOLUME_RETRY_S = 10.0
 class Blocked:
     """Why no container of the pod may start now: what each one waits with."""
 
-    reason: str
+    reason: WaitingReason
     message: str
     retry_s: float | None = None
 
@@ -44,7 +43,7 @@ class PodSetup:
         try:
             self.volumes.setup(pod)
         except VolumeError as exc:
-            return Blocked(VOLUME_WAIT, str(exc), VOLUME_RETRY_S)
+            return Blocked(WaitingReason.CONTAINER_CREATING, str(exc), VOLUME_RETRY_S)
         return None
 
     def pod_ips(self, pod: Pod, sandbox_ip: str) -> tuple[str, ...]:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from pkletd.ipc.cri import ContainerState
-from pkletd.ipc.messages import PodLifecycleEvent
+from pkletd.ipc.messages import LifecycleEventType, PodLifecycleEvent
 from pkletd.supervisor.pods.book import Pods
-from pkletd.supervisor.pods.podsync import SyncResult
 from pkletd.supervisor.pods.proberesults import ProbeResults
+from pkletd.supervisor.pods.types import SyncResult
 
 from tests.unit_helpers import UID, container, make_pod, pod_dict, runtime, sandbox
 
@@ -23,9 +23,15 @@ def book_with_running_pod() -> tuple[Pods, str]:
 
 def test_pleg_event_for_a_state_the_parent_recorded_is_already_seen() -> None:
     pods, cid = book_with_running_pod()
-    assert pods.already_seen(UID, PodLifecycleEvent(UID, "ContainerStarted", cid, "running"))
-    assert not pods.already_seen(UID, PodLifecycleEvent(UID, "ContainerDied", cid, "exited"))
-    assert pods.already_seen(UID, PodLifecycleEvent(UID, "SandboxChanged", "sb0", "ready"))
+    assert pods.already_seen(
+        UID, PodLifecycleEvent(UID, LifecycleEventType.CONTAINER_STARTED, cid, "running")
+    )
+    assert not pods.already_seen(
+        UID, PodLifecycleEvent(UID, LifecycleEventType.CONTAINER_DIED, cid, "exited")
+    )
+    assert pods.already_seen(
+        UID, PodLifecycleEvent(UID, LifecycleEventType.SANDBOX_CHANGED, "sb0", "ready")
+    )
 
 
 def test_removed_pod_stays_listed_until_forgotten() -> None:

@@ -9,8 +9,9 @@ from collections.abc import Iterator
 import pytest
 from pkletd.ipc import handlers
 from pkletd.ipc.apimodel.podspec import parse_pod
-from pkletd.ipc.apimodel.probespec import InvalidProbe, Probe, parse_probes
+from pkletd.ipc.apimodel.probespec import InvalidProbe, Probe, ProbeType, parse_probes
 from pkletd.ipc.messages import ProbeResult
+from pkletd.supervisor.pods.fakeruntime import FakeRuntime
 from pkletd.supervisor.pods.proberesults import ProbeResults
 from pkletd.workers.http import metrics_text
 from pkletd.workers.prober import FAILURE, SUCCESS, Metrics, Schedule
@@ -18,9 +19,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 
 def schedule(kind: str = "readiness", success: int = 1, failure: int = 3) -> Schedule:
-    probe = Probe(kind, "tcpSocket", port=1, success_threshold=success, failure_threshold=failure)
+    probe = Probe(
+        ProbeType(kind), "tcpSocket", port=1, success_threshold=success, failure_threshold=failure
+    )
     target = handlers.Target(container(), "cid", "127.0.0.1")
-    return Schedule(("uid", "c", kind), probe, target, ("default", "web"), due=0.0, result=FAILURE)
+    return Schedule(
+        ("uid", "c", ProbeType(kind)), probe, target, ("default", "web"), due=0.0, result=FAILURE
+    )
 
 
 def container(**extra: object) -> object:
@@ -136,8 +141,8 @@ def web() -> Iterator[int]:
 
 
 def run_http(port: int, path: str, **extra: object) -> handlers.Outcome:
-    probe = Probe("readiness", "httpGet", port=port, path=path, timeout_s=2, **extra)  # type: ignore[arg-type]
-    return handlers.run(probe, handlers.Target(container(), "cid", "127.0.0.1"), runtime=None)  # type: ignore[arg-type]
+    probe = Probe(ProbeType.READINESS, "httpGet", port=port, path=path, timeout_s=2, **extra)  # type: ignore[arg-type]
+    return handlers.run(probe, handlers.Target(container(), "cid", "127.0.0.1"), FakeRuntime())
 
 
 def test_http_status_codes_and_headers(web: int) -> None:
@@ -162,14 +167,16 @@ def test_probe_never_goes_off_the_pod(web: int) -> None:
 
 def test_tcp_open_and_closed(web: int) -> None:
     target = handlers.Target(container(), "cid", "127.0.0.1")
-    assert handlers.run(Probe("liveness", "tcpSocket", port=web), target, None).ok  # type: ignore[arg-type]
-    closed = handlers.run(Probe("liveness", "tcpSocket", port=1), target, None)  # type: ignore[arg-type]
+    assert handlers.run(Probe(ProbeType.LIVENESS, "tcpSocket", port=web), target, FakeRuntime()).ok
+    closed = handlers.run(Probe(ProbeType.LIVENESS, "tcpSocket", port=1), target, FakeRuntime())
     assert not closed.ok and "dial tcp 127.0.0.1:1" in closed.output
 
 
 def test_unknown_named_port_fails_clearly() -> None:
     target = handlers.Target(container(), "cid", "127.0.0.1")
-    outcome = handlers.run(Probe("liveness", "tcpSocket", port="nope"), target, None)  # type: ignore[arg-type]
+    outcome = handlers.run(
+        Probe(ProbeType.LIVENESS, "tcpSocket", port="nope"), target, FakeRuntime()
+    )
     assert not outcome.ok and "no port named 'nope'" in outcome.output
 
 

@@ -5,16 +5,15 @@ from __future__ import annotations
 import select
 import threading
 
-from pkletd.supervisor.pods.podactions import PodRuntime
-from pkletd.supervisor.pods.podsync import SyncResult
 from pkletd.supervisor.pods.podworkers import PodWorkers
+from pkletd.supervisor.pods.types import PodRuntime, SyncResult
 
 
 def collect(workers: PodWorkers, count: int) -> list[str]:
     """Wait (on the wake fd, with a deadline) for ``count`` results; their uids in order."""
     done: list[str] = []
     while len(done) < count:
-        ready, _, _ = select.select([workers.wake_fd], [], [], 10)
+        ready, _, _ = select.select([workers], [], [], 10)
         assert ready, f"only {len(done)} of {count} syncs finished"
         done += [uid for uid, _ in workers.completed()]
     return done

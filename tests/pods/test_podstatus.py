@@ -8,8 +8,8 @@ import pytest
 from pkletd.ipc.apimodel.podspec import Pod
 from pkletd.ipc.cri import ContainerInfo, ContainerState, SandboxState
 from pkletd.supervisor.pods import podstatus
-from pkletd.supervisor.pods.podsync import Waiting
 from pkletd.supervisor.pods.proberesults import ProbeResults
+from pkletd.supervisor.pods.types import Waiting
 
 from tests.unit_helpers import SECOND, T0, container, make_pod, runtime, sandbox
 

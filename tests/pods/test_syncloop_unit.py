@@ -3,17 +3,19 @@ already seen must neither sync nor terminate a pod a source still wants)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from pkletd.ipc.messages import PodLifecycleEvent
+from pkletd.ipc.messages import LifecycleEventType, PodLifecycleEvent
 from pkletd.supervisor.pods import admission
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.events import EventRecorder
-from pkletd.supervisor.pods.podsync import SyncResult
+from pkletd.supervisor.pods.fakeruntime import FakeRuntime
 from pkletd.supervisor.pods.proberesults import ProbeResults
 from pkletd.supervisor.pods.syncloop import Parts, SyncLoop
+from pkletd.supervisor.pods.types import SyncResult
 
-from tests.unit_helpers import UID, container, make_pod, pod_dict, runtime, sandbox
+from tests.unit_helpers import UID, container, fake_syncer, make_pod, pod_dict, runtime, sandbox
 
 
 class RecordingWorkers:
@@ -29,7 +31,7 @@ class RecordingWorkers:
         return False
 
 
-def loop_with_running_pod() -> tuple[SyncLoop, RecordingWorkers, str]:
+def loop_with_running_pod(tmp: Path) -> tuple[SyncLoop, RecordingWorkers, str]:
     pods = Pods("10.0.0.1", ["file"], ProbeResults())
     pods.set_source("file", [pod_dict("app")])
     pods.admit(UID)
@@ -37,9 +39,10 @@ def loop_with_running_pod() -> tuple[SyncLoop, RecordingWorkers, str]:
     pods.record(SyncResult(UID, runtime(sandbox(), running)))
     workers = RecordingWorkers()
     node = admission.Node("n", 110, {"cpu": 1000, "memory": 2**30, "ephemeral-storage": 2**30})
+    fake = FakeRuntime()
     parts = Parts(
-        runtime=None,  # type: ignore[arg-type]
-        syncer=None,  # type: ignore[arg-type]
+        runtime=fake,
+        syncer=fake_syncer(fake, tmp),
         pod_workers=workers,  # type: ignore[arg-type]
         pods=pods,
         probes=ProbeResults(),
@@ -50,15 +53,19 @@ def loop_with_running_pod() -> tuple[SyncLoop, RecordingWorkers, str]:
     return SyncLoop(parts, lambda message: None), workers, running.id
 
 
-def test_event_already_seen_does_nothing() -> None:
-    loop, workers, cid = loop_with_running_pod()
-    loop.on_lifecycle_event(PodLifecycleEvent(UID, "ContainerStarted", cid, "running"))
+def test_event_already_seen_does_nothing(tmp_path: Path) -> None:
+    loop, workers, cid = loop_with_running_pod(tmp_path)
+    loop.on_lifecycle_event(
+        PodLifecycleEvent(UID, LifecycleEventType.CONTAINER_STARTED, cid, "running")
+    )
     assert workers.updates == []
     assert loop._pods.get(UID) is not None  # still wanted: not treated as an orphan
 
 
-def test_new_fact_syncs_the_pod() -> None:
-    loop, workers, cid = loop_with_running_pod()
-    loop.on_lifecycle_event(PodLifecycleEvent(UID, "ContainerDied", cid, "exited"))
+def test_new_fact_syncs_the_pod(tmp_path: Path) -> None:
+    loop, workers, cid = loop_with_running_pod(tmp_path)
+    loop.on_lifecycle_event(
+        PodLifecycleEvent(UID, LifecycleEventType.CONTAINER_DIED, cid, "exited")
+    )
     assert workers.updates == [UID]
-    assert UID not in loop._terminating
+    assert not loop._pods.terminating(UID)

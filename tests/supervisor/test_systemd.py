@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 from pkletd.supervisor.notify import Notifier
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "etc" / "pkletd.service"
 INSTALLED_BINARY = "/usr/local/bin/pkletd"
 

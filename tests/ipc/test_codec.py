@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import types
 import typing
 from typing import Any
@@ -19,6 +20,10 @@ def sample(hint: Any) -> Any:
     origin = typing.get_origin(hint)
     if hint is Any:
         return {"nested": [1, "two", 3.5, True, None]}
+    if isinstance(hint, typing.NewType):
+        return hint(sample(hint.__supertype__))
+    if isinstance(hint, type) and issubclass(hint, enum.StrEnum):
+        return list(hint)[-1]
     if hint is bool:
         return True
     if hint is int:
@@ -122,3 +127,13 @@ def test_nested_types_are_checked() -> None:
 def test_encoded_hello_is_a_plain_msgpack_array() -> None:
     raw = msgpack.unpackb(codec.encode(Hello("pleg", 12), "pleg", 3, 1.5))
     assert raw == [SCHEMA_VERSION, "Hello", "pleg", 3, 1.5, {"worker": "pleg", "pid": 12}]
+
+
+def test_enum_fields_decode_to_members_and_refuse_other_values() -> None:
+    body = {"pod_uid": "u1", "event": "ContainerDied", "object_id": "c1", "state": "exited"}
+    decoded = codec.decode(frame(SCHEMA_VERSION, "PodLifecycleEvent", "pleg", 1, 0.0, body))
+    assert isinstance(decoded.message, messages.PodLifecycleEvent)
+    assert decoded.message.event is messages.LifecycleEventType.CONTAINER_DIED
+    body["event"] = "ContainerExploded"
+    error = rejection(frame(SCHEMA_VERSION, "PodLifecycleEvent", "pleg", 1, 0.0, body))
+    assert "PodLifecycleEvent field 'event'" in error
