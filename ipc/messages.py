@@ -20,7 +20,7 @@ from typing import Any
 from pkletd.ipc.apimodel.podspec import PodUID
 from pkletd.ipc.apimodel.probespec import ProbeType
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Runtime objects in ``Snapshot.containers``: container ids as they are, sandbox
 # ids behind this prefix.
@@ -159,6 +159,30 @@ class ProbeMetrics:
     samples: list[dict[str, Any]]
 
 
+# --- worker -> parent: the cluster ------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NodeReported:
+    """The node-lease worker's state, sent when it changes: whether the Node is
+    registered, when (wall-clock seconds) the lease was last renewed and the node status
+    last written, and the last API error ("" while calls succeed)."""
+
+    kind = "NodeReported"
+    registered: bool
+    lease_renewed_at: float
+    status_reported_at: float
+    api_error: str
+
+
+@dataclass(frozen=True, slots=True)
+class PodDeleted:
+    """The status manager deleted a terminated pod from the API (or found it gone)."""
+
+    kind = "PodDeleted"
+    uid: PodUID
+
+
 # --- parent -> worker ---------------------------------------------------------------
 
 
@@ -170,7 +194,10 @@ class Snapshot:
     snapshot; broadcasts with a higher number follow. ``containers`` maps container
     and sandbox ids to the state the parent last saw ("running", "exited", ...).
     ``probes`` holds the last ``ProbeResult`` of every probe (as field maps) and
-    ``probe_metrics`` the last ``ProbeMetrics`` samples.
+    ``probe_metrics`` the last ``ProbeMetrics`` samples. ``node`` is the Node object
+    the parent registers (metadata, spec and the static part of its status);
+    ``terminated`` lists the pods deleted in the API whose termination finished and
+    which wait for their final delete (``{"uid", "namespace", "name"}`` each).
     """
 
     kind = "Snapshot"
@@ -179,6 +206,8 @@ class Snapshot:
     containers: dict[str, str]
     probes: list[dict[str, Any]] = field(default_factory=list)
     probe_metrics: list[dict[str, Any]] = field(default_factory=list)
+    node: dict[str, Any] = field(default_factory=dict)
+    terminated: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,11 +228,32 @@ class PodForgotten:
 
 
 @dataclass(frozen=True, slots=True)
+class PodTerminated:
+    """Broadcast: a pod deleted in the API has stopped; delete it with grace 0."""
+
+    kind = "PodTerminated"
+    uid: PodUID
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecorded:
+    """Broadcast: an event as the kubelet would post it (a core/v1 Event's fields:
+    ``type``, ``reason``, ``message``, ``involvedObject``, ``time`` in wall-clock seconds)."""
+
+    kind = "EventRecorded"
+    event: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class ParentAlive:
-    """Broadcast: the parent's sync loop ran; feeds the syncloop health check."""
+    """Broadcast: the parent's sync loop ran; feeds the syncloop health check.
+    ``pleg_ok``: PLEG relisted within the last 3 minutes (the kubelet's threshold)."""
 
     kind = "ParentAlive"
     sync_loop_ok: bool
+    pleg_ok: bool = True
 
 
 Message = (
@@ -221,6 +271,10 @@ Message = (
     | PodStatusUpdated
     | PodForgotten
     | ParentAlive
+    | NodeReported
+    | PodDeleted
+    | PodTerminated
+    | EventRecorded
 )
 
 MESSAGES: dict[str, type[Message]] = {
@@ -240,5 +294,9 @@ MESSAGES: dict[str, type[Message]] = {
         PodStatusUpdated,
         PodForgotten,
         ParentAlive,
+        NodeReported,
+        PodDeleted,
+        PodTerminated,
+        EventRecorded,
     )
 }

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pkletd.ipc.apimodel import quantity
+from pkletd.ipc.apimodel import labels, quantity
 
 API_VERSION = "kubelet.config.k8s.io/v1beta1"
 KIND = "KubeletConfiguration"
@@ -84,6 +84,23 @@ class KubeletConfig:
     container_log_max_files: int
     container_log_max_workers: int
     container_log_monitor_interval: float
+    register_node: bool
+    register_with_taints: tuple[labels.Taint, ...]
+    node_status_update_frequency: float
+    node_status_report_frequency: float
+    node_lease_duration_seconds: int
+    node_status_max_images: int
+    kube_api_qps: int
+    kube_api_burst: int
+    event_record_qps: int
+    event_burst: int
+    system_reserved: tuple[tuple[str, str], ...]  # resource name, quantity
+    kube_reserved: tuple[tuple[str, str], ...]
+    eviction_hard: tuple[tuple[str, str], ...]  # signal, quantity or percentage
+    # kubelet flags with no file field
+    kubeconfig: str
+    node_ip: str
+    node_labels: tuple[tuple[str, str], ...]
     # pkletd's own settings (flags only)
     root_dir: str
     run_dir: str
@@ -256,6 +273,105 @@ def _monitor_interval(value: object) -> float:
     return seconds
 
 
+def _bool(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if value in ("true", "false"):  # a flag's text
+        return value == "true"
+    raise ValueError(f"must be true or false, got {_show(value)}")
+
+
+def _node_ips(value: object) -> str:
+    text = _string(value)
+    for part in filter(None, text.split(",")):
+        _ip_address(part.strip())
+    return text
+
+
+def _node_labels(value: object) -> tuple[tuple[str, str], ...]:
+    try:
+        pairs = labels.parse_labels(_string(value))
+    except labels.InvalidLabel as exc:
+        raise ValueError(str(exc)) from None
+    refused = [k for k, _ in pairs if not labels.node_label_allowed(k)]
+    if refused:
+        raise ValueError(
+            "unknown 'kubernetes.io' or 'k8s.io' labels specified with --node-labels: "
+            + ", ".join(refused)
+        )
+    return pairs
+
+
+def _taint_list(value: object) -> tuple[labels.Taint, ...]:
+    """registerWithTaints: a list of {key, value, effect}; the flag: k=v:Effect,..."""
+    try:
+        if isinstance(value, str):
+            return tuple(labels.parse_taint(t.strip()) for t in value.split(",") if t.strip())
+        if not isinstance(value, list) or not all(isinstance(t, dict) for t in value):
+            raise ValueError(f"must be a list of {{key, value, effect}}, got {_show(value)}")
+        return tuple(_taint(t) for t in value)
+    except labels.InvalidLabel as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _taint(item: dict[Any, Any]) -> labels.Taint:
+    unknown = set(item) - {"key", "value", "effect", "timeAdded"}
+    if unknown:
+        raise ValueError(f"taint {_show(item)}: unknown field {_show(sorted(map(str, unknown)))}")
+    key, value, effect = item.get("key", ""), item.get("value", ""), item.get("effect", "")
+    if not all(isinstance(v, str) for v in (key, value, effect)):
+        raise ValueError(f"taint {_show(item)}: key, value and effect must be strings")
+    return labels.parse_taint(f"{key}={value}:{effect}" if value else f"{key}:{effect}")
+
+
+def _quantity_map(value: object) -> tuple[tuple[str, str], ...]:
+    """systemReserved, kubeReserved: resource name -> quantity."""
+    if not isinstance(value, dict):
+        raise ValueError(f"must be a mapping of resource names to quantities, got {_show(value)}")
+    pairs = []
+    for name, amount in value.items():
+        try:
+            if not isinstance(name, str) or quantity.parse(amount) < 0:
+                raise quantity.BadQuantity("must not be negative")
+        except quantity.BadQuantity as exc:
+            raise ValueError(f"{name}: invalid quantity {_show(amount)}: {exc}") from None
+        pairs.append((name, str(amount)))
+    return tuple(pairs)
+
+
+EVICTION_SIGNALS = (
+    "memory.available",
+    "nodefs.available",
+    "nodefs.inodesFree",
+    "imagefs.available",
+    "imagefs.inodesFree",
+    "containerfs.available",
+    "containerfs.inodesFree",
+    "pid.available",
+)
+
+
+def _eviction_map(value: object) -> tuple[tuple[str, str], ...]:
+    """evictionHard: signal -> a quantity or a percentage."""
+    if not isinstance(value, dict):
+        raise ValueError(f"must be a mapping of signals to thresholds, got {_show(value)}")
+    pairs = []
+    for signal, threshold in value.items():
+        if signal not in EVICTION_SIGNALS:
+            raise ValueError(f"unknown eviction signal {_show(signal)}")
+        text = str(threshold)
+        try:
+            if text.endswith("%"):
+                if not 0 <= float(text[:-1]) <= 100:
+                    raise ValueError
+            elif quantity.parse(text) < 0:
+                raise ValueError
+        except (ValueError, quantity.BadQuantity):
+            raise ValueError(f"{signal}: invalid threshold {_show(threshold)}") from None
+        pairs.append((signal, text))
+    return tuple(pairs)
+
+
 # --- the field table ----------------------------------------------------------------
 
 
@@ -317,6 +433,37 @@ _FIELDS: tuple[_Field, ...] = (
            None, "", zero_means_default=False),
     _Field("containerLogMonitorInterval", "container_log_monitor_interval", _monitor_interval,
            10.0, None, "", zero_means_default=False),
+    _Field("registerNode", "register_node", _bool, True, "--register-node",
+           "register the node with the API server (with --kubeconfig)",
+           zero_means_default=False, metavar="BOOL"),
+    _Field("registerWithTaints", "register_with_taints", _taint_list, (),
+           "--register-with-taints",
+           "taints the node registers with, key=value:Effect[,...]", metavar="TAINTS"),
+    _Field("nodeStatusUpdateFrequency", "node_status_update_frequency", _duration, 10.0,
+           "--node-status-update-frequency", "how often the node status is computed"),
+    _Field("nodeStatusReportFrequency", "node_status_report_frequency", _duration, 300.0,
+           None, ""),
+    _Field("nodeLeaseDurationSeconds", "node_lease_duration_seconds", _integer(0, 2**31 - 1),
+           40, None, ""),
+    _Field("nodeStatusMaxImages", "node_status_max_images", _integer(-1, 2**31 - 1), 50,
+           "--node-status-max-images", "most images reported in the node status; -1: all",
+           zero_means_default=False),
+    _Field("kubeAPIQPS", "kube_api_qps", _int32, 50, "--kube-api-qps",
+           "queries per second to the API server"),
+    _Field("kubeAPIBurst", "kube_api_burst", _int32, 100, "--kube-api-burst",
+           "burst of queries to the API server"),
+    _Field("eventRecordQPS", "event_record_qps", _int32, 50, "--event-qps",
+           "events posted per second"),
+    _Field("eventBurst", "event_burst", _int32, 100, "--event-burst", "burst of events posted"),
+    _Field("systemReserved", "system_reserved", _quantity_map, (), None, ""),
+    _Field("kubeReserved", "kube_reserved", _quantity_map, (), None, ""),
+    _Field("evictionHard", "eviction_hard", _eviction_map, (), None, ""),
+    _Field(None, "kubeconfig", _string, "", "--kubeconfig",
+           "kubeconfig of the API server to join; empty: standalone (static pods only)"),
+    _Field(None, "node_ip", _node_ips, "", "--node-ip",
+           "IP address of the node (its InternalIP); empty: the host's"),
+    _Field(None, "node_labels", _node_labels, (), "--node-labels",
+           "labels the node registers with, key=value[,...]", metavar="LABELS"),
     _Field(None, "root_dir", _string, "/var/lib/kubelet", "--root-dir",
            "directory for pod volumes and plugin state"),
     _Field(None, "run_dir", _string, "/run/pkletd", "--run-dir",

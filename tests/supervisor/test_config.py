@@ -68,6 +68,22 @@ def test_defaults_without_a_file() -> None:
         container_log_max_files=5,
         container_log_max_workers=1,
         container_log_monitor_interval=10.0,
+        register_node=True,
+        register_with_taints=(),
+        node_status_update_frequency=10.0,
+        node_status_report_frequency=300.0,
+        node_lease_duration_seconds=40,
+        node_status_max_images=50,
+        kube_api_qps=50,
+        kube_api_burst=100,
+        event_record_qps=50,
+        event_burst=100,
+        system_reserved=(),
+        kube_reserved=(),
+        eviction_hard=(),
+        kubeconfig="",
+        node_ip="",
+        node_labels=(),
         root_dir="/var/lib/kubelet",
         run_dir="/run/pkletd",
         log_dir="/var/log/pkletd",
@@ -243,7 +259,7 @@ maxPods: 50
 cgroupDriver: systemd
 authentication:
   anonymous: {enabled: false}
-evictionHard: {memory.available: 100Mi}
+evictionSoft: {memory.available: 200Mi}
 """,
     )
     result = load("--config", path)
@@ -255,7 +271,7 @@ evictionHard: {memory.available: 100Mi}
             "clusterDomain",
             "cgroupDriver",
             "authentication",
-            "evictionHard",
+            "evictionSoft",
         )
     )
 
@@ -579,3 +595,64 @@ def test_header_values_cannot_smuggle_lines(tmp_path: Path) -> None:
     assert error == (
         f'{path}: field "staticPodURLHeader": header A: a value must not contain line breaks'
     )
+
+
+def test_cluster_fields_from_file_and_flags(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+registerNode: false
+registerWithTaints: [{key: dedicated, value: gpu, effect: NoSchedule}]
+nodeStatusUpdateFrequency: 5s
+nodeLeaseDurationSeconds: 20
+kubeAPIQPS: 5
+systemReserved: {cpu: 100m, memory: 200Mi}
+evictionHard: {memory.available: 500Mi, nodefs.available: 15%}
+""",
+    )
+    cfg = load("--config", path, "--kubeconfig", "/etc/kubernetes/kubelet.conf").config
+    assert cfg.kubeconfig == "/etc/kubernetes/kubelet.conf"
+    assert cfg.register_node is False
+    assert [t.as_api() for t in cfg.register_with_taints] == [
+        {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
+    ]
+    assert (cfg.node_status_update_frequency, cfg.node_lease_duration_seconds) == (5.0, 20)
+    assert cfg.kube_api_qps == 5 and cfg.kube_api_burst == 100
+    assert cfg.system_reserved == (("cpu", "100m"), ("memory", "200Mi"))
+    assert cfg.eviction_hard == (("memory.available", "500Mi"), ("nodefs.available", "15%"))
+    flags = load(
+        "--register-with-taints=a=b:NoExecute,c:PreferNoSchedule",
+        "--node-labels=zone=a,node.kubernetes.io/pool=x",
+        "--node-ip=10.0.0.7",
+        "--register-node=false",
+    ).config
+    assert [t.as_api() for t in flags.register_with_taints] == [
+        {"key": "a", "value": "b", "effect": "NoExecute"},
+        {"key": "c", "effect": "PreferNoSchedule"},
+    ]
+    assert flags.node_labels == (("zone", "a"), ("node.kubernetes.io/pool", "x"))
+    assert flags.node_ip == "10.0.0.7" and flags.register_node is False
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--node-labels=node-role.kubernetes.io/master="], "unknown 'kubernetes.io' or 'k8s.io'"),
+        (["--node-labels=novalue"], "want key=value"),
+        (["--register-with-taints=a=b:Sometimes"], "effect one of"),
+        (["--node-ip=10.0.0.300"], "must be an IP address"),
+        (["--register-node=maybe"], "must be true or false"),
+    ],
+)
+def test_bad_cluster_flags_are_named(args: list[str], expected: str) -> None:
+    with pytest.raises(ConfigError, match=expected):
+        load(*args)
+
+
+def test_bad_cluster_fields_name_file_and_field(tmp_path: Path) -> None:
+    path = write(tmp_path, "evictionHard: {memory.free: 1Gi}\n")
+    with pytest.raises(ConfigError, match='field "evictionHard": unknown eviction signal'):
+        load("--config", path)
+    path = write(tmp_path, "registerWithTaints: [{key: a, effect: Never}]\n")
+    with pytest.raises(ConfigError, match='field "registerWithTaints"'):
+        load("--config", path)

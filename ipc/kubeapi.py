@@ -1,0 +1,92 @@
+"""The Kubernetes API server, through the official client: a kubeconfig in, an
+``ApiClient`` out that every API worker shares its rules through.
+
+``connect`` reads the kubeconfig (server, CA, client certificate or token) as the
+kubelet's ``--kubeconfig``, and returns a client whose every request first takes a
+token from a ``RateLimiter`` (``kubeAPIQPS``, ``kubeAPIBurst``: client-go's token
+bucket) and carries pkletd's user agent. ``describe`` turns any failure of a call
+into one short line for logs and ``pkletd status``.
+
+Imported by the API workers only: ``kubernetes.client`` costs ~0.4 s to import, so
+the fork server loads it only when pkletd joins a cluster.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import kubernetes.client
+import kubernetes.config
+import urllib3
+from kubernetes.client.exceptions import ApiException
+
+USER_AGENT = "pkletd/0.1.0 (linux/amd64) kubernetes/v1.32"
+REQUEST_TIMEOUT_S = 10.0  # a single non-watch call
+
+
+class RateLimiter:
+    """A token bucket: ``burst`` tokens, refilled at ``qps`` a second; ``take`` waits."""
+
+    def __init__(
+        self,
+        qps: float,
+        burst: int,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._qps = qps
+        self._burst = max(1, burst)
+        self._tokens = float(self._burst)
+        self._clock = clock
+        self._sleep = sleep
+        self._last = clock()
+        self._lock = threading.Lock()
+
+    def take(self) -> None:
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self._burst, self._tokens + (now - self._last) * self._qps)
+            self._last = now
+            self._tokens -= 1
+            wait = -self._tokens / self._qps if self._tokens < 0 else 0.0
+        if wait > 0:
+            self._sleep(wait)
+
+
+class LimitedApiClient(kubernetes.client.ApiClient):
+    """An ``ApiClient`` whose every request waits for the rate limiter first."""
+
+    def __init__(self, configuration: kubernetes.client.Configuration, limiter: RateLimiter):
+        super().__init__(configuration)
+        self.user_agent = USER_AGENT
+        self._limiter = limiter
+
+    def call_api(self, *args: Any, **kwargs: Any) -> Any:
+        self._limiter.take()
+        return super().call_api(*args, **kwargs)
+
+
+def connect(kubeconfig: str, qps: int, burst: int) -> LimitedApiClient:
+    """A client for the API server the kubeconfig names, with its credentials."""
+    configuration = kubernetes.client.Configuration()
+    kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+        config_file=kubeconfig, client_configuration=configuration, persist_config=False
+    )
+    return LimitedApiClient(configuration, RateLimiter(qps, burst))
+
+
+def describe(exc: BaseException) -> str:
+    """A failed call in one line: the API's status and reason, or the connection error."""
+    if isinstance(exc, ApiException):
+        return f"HTTP {exc.status} {exc.reason}".strip()
+    if isinstance(exc, urllib3.exceptions.MaxRetryError):
+        return f"cannot reach the API server: {exc.reason}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def status_of(exc: BaseException) -> int:
+    """The HTTP status of a failed call, 0 when no response came."""
+    return int(exc.status or 0) if isinstance(exc, ApiException) else 0
