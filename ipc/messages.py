@@ -166,13 +166,15 @@ class ProbeMetrics:
 class NodeReported:
     """The node-lease worker's state, sent when it changes: whether the Node is
     registered, when (wall-clock seconds) the lease was last renewed and the node status
-    last written, and the last API error ("" while calls succeed)."""
+    last written, the last API error ("" while calls succeed) and the node's conditions
+    as last written (Ready, MemoryPressure, ...: "True" or "False")."""
 
     kind = "NodeReported"
     registered: bool
     lease_renewed_at: float
     status_reported_at: float
     api_error: str
+    conditions: dict[str, str] = field(default_factory=dict)  # type -> "True"/"False"
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,9 @@ from pkletd.ipc.messages import (
     Heartbeat,
     Hello,
     ManifestRejected,
+    NodeReported,
     ParentAlive,
+    PodDeleted,
     PodLifecycleEvent,
     PodsListed,
     ProbeMetrics,
@@ -39,6 +41,7 @@ from pkletd.supervisor.children import Children, State
 from pkletd.supervisor.config import KubeletConfig
 from pkletd.supervisor.control import ControlServer, Request
 from pkletd.supervisor.forkserver import Exited, ForkServer, Spawned
+from pkletd.supervisor.node.cluster import NodeState
 from pkletd.supervisor.notify import Notifier
 from pkletd.supervisor.pods import admission
 from pkletd.supervisor.pods.book import Pods
@@ -60,10 +63,12 @@ FACTS_FROM = {
     RelistCompleted: "pleg",
     ProbeResult: "prober",
     ProbeMetrics: "prober",
+    NodeReported: "node-lease",
+    PodDeleted: "status-manager",
 }
 # Pod-source facts (PodsListed, ManifestRejected) come from the worker of the source
 # they name, and from no other: source -> worker.
-SOURCE_WORKERS = {"file": "file-source", "http": "http-source"}
+SOURCE_WORKERS = {"file": "file-source", "http": "http-source", "api": "api-watcher"}
 
 
 def node_ip(node_name: str) -> str:
@@ -98,6 +103,9 @@ class Agent:
         self._pod_workers = PodWorkers(config.pod_sync_parallelism)
         self._probes = ProbeResults()
         self._pods = Pods(node_ip(config.node_name), sources, self._probes)
+        self._events = EventRecorder()
+        self._node = NodeState(config.node_name, bool(config.kubeconfig), self._events)
+        self.node_object: dict[str, Any] = {}  # what the node-lease worker registers
         self._sync = SyncLoop(self._parts(config), self._bus.publish)
         self._children = Children(
             worker_names, forkserver, config.worker_heartbeat_timeout, on_ready=self._worker_ready
@@ -111,11 +119,10 @@ class Agent:
 
     def _parts(self, config: KubeletConfig) -> Parts:
         node = NodeInfo.detect(config.node_name, (self._pods.host_ip,), Path(config.root_dir))
-        events = EventRecorder()
         syncer = PodSyncer(
             self._runtime,
             Path(config.pod_logs_dir),
-            events,
+            self._events,
             PodSetup(node),
             PodCgroups.host(config.pod_pids_limit).start(),
         )
@@ -125,9 +132,10 @@ class Agent:
             pod_workers=self._pod_workers,
             pods=self._pods,
             probes=self._probes,
-            events=events,
+            events=self._events,
             admitter=admission.Admitter(admission.Node.of(node, config.max_pods)),
             sync_frequency=config.sync_frequency,
+            publish_events=bool(config.kubeconfig),
         )
 
     # --- the loop ------------------------------------------------------------------
@@ -191,7 +199,7 @@ class Agent:
         deadlines = [self._children.tick()]
         deadlines.append(self._sync.tick(now))
         if now >= self._next_alive:
-            self._bus.publish(ParentAlive(self._sync.runtime_ok))
+            self._bus.publish(ParentAlive(self._sync.runtime_ok, self._node.pleg_ok()))
             self._next_alive = now + ALIVE_S
         if self._notifier.watchdog_interval and now >= self._next_watchdog:
             if self._children.heartbeats_fresh():
@@ -273,7 +281,11 @@ class Agent:
         elif isinstance(message, ProbeMetrics):
             self._sync.on_probe_metrics(message)
         elif isinstance(message, RelistCompleted):
-            pass
+            self._node.relisted()
+        elif isinstance(message, NodeReported):
+            self._node.reported(message)
+        elif isinstance(message, PodDeleted):
+            self._pods.final_delete_done(message.uid)
         else:
             log.warning(
                 "dropped message not meant for the parent kind=%s worker=%s", message.kind, name
@@ -286,6 +298,8 @@ class Agent:
             self._pods.runtime_objects(),
             self._probes.snapshot(),
             self._probes.metrics,
+            self.node_object,
+            self._pods.awaiting_delete(),
         )
 
     # --- control -------------------------------------------------------------------
@@ -305,6 +319,7 @@ class Agent:
             return {
                 "ok": True,
                 "workers": [w.as_dict(now) for w in self._children.workers.values()],
+                "node": self._node.status(),
                 **self._sync.status(events=request.body.get("events") is True),
             }
         if command == "restart-worker":

@@ -68,7 +68,8 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60}m"
 
 
-def format_status(status: dict[str, Any]) -> str:
+def format_status(status: dict[str, Any], now: float | None = None) -> str:
+    lines = [_node_line(status["node"], time.time() if now is None else now), ""]
     rows: list[tuple[str, ...]] = [("WORKER", "PID", "STATE", "RESTARTS", "UPTIME", "LAST EXIT")]
     for w in status["workers"]:
         uptime = _duration(w["uptime_s"]) if w["uptime_s"] else "-"
@@ -82,7 +83,7 @@ def format_status(status: dict[str, Any]) -> str:
                 w["last_exit"] or "-",
             )
         )
-    lines = _table(rows)
+    lines += _table(rows)
     lines.append("")
     rows = [("POD", "PHASE", "CONTAINERS")]
     for p in status["pods"]:
@@ -90,6 +91,20 @@ def format_status(status: dict[str, Any]) -> str:
         rows.append((f"{p['namespace']}/{p['name']}", p["phase"], containers or "-"))
     lines += _table(rows)
     return "\n".join(lines)
+
+
+def _node_line(node: dict[str, Any], now: float) -> str:
+    """``node <name>: <standalone | registered, Ready, lease renewed 3s ago, API ok>``."""
+    if not node["joined"]:
+        return f"node {node['name']}: standalone (static pods only)"
+    facts = ["registered" if node["registered"] else "not registered"]
+    ready = node["conditions"].get("Ready")
+    if ready is not None:
+        facts.append("Ready" if ready == "True" else "NotReady")
+    renewed = node["lease_renewed_at"]
+    facts.append(f"lease renewed {_duration(now - renewed)} ago" if renewed else "no lease yet")
+    facts.append(f"API error: {node['api_error']}" if node["api_error"] else "API ok")
+    return f"node {node['name']}: {', '.join(facts)}"
 
 
 def _container_cell(container: dict[str, Any]) -> str:

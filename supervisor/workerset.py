@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
 
 from pkletd.supervisor.config import KubeletConfig
@@ -54,6 +55,8 @@ def entries(config: KubeletConfig) -> dict[str, WorkerEntry]:
             config.node_name,
             config.http_check_frequency,
         )
+    if config.kubeconfig:
+        found.update(cluster_entries(config, settings))
     found["log-rotator"] = functools.partial(
         logrotator.main,
         settings("log-rotator"),
@@ -66,6 +69,26 @@ def entries(config: KubeletConfig) -> dict[str, WorkerEntry]:
         config.pod_logs_cleanup_delay,
     )
     return found
+
+
+def cluster_entries(
+    config: KubeletConfig, settings: Callable[[str], WorkerSettings]
+) -> dict[str, WorkerEntry]:
+    """The workers that talk to the API server. Imported here, only when pkletd joins a
+    cluster: the official client costs ~0.4 s of start-up (and the fork server's memory)
+    that a standalone node should not pay."""
+    from pkletd.workers import apiwatcher
+
+    return {
+        "api-watcher": functools.partial(
+            apiwatcher.main,
+            settings("api-watcher"),
+            config.kubeconfig,
+            config.node_name,
+            config.kube_api_qps,
+            config.kube_api_burst,
+        ),
+    }
 
 
 def http_listens(config: KubeletConfig) -> list[http.Listen]:

@@ -23,6 +23,7 @@ import pytest
 
 from tests import leaks
 from tests.e2e import Pkletd, dump_logs
+from tests.harness.apiserver import ApiServer, ApiServerConfig
 from tests.harness.containerd import PrivateContainerd, ensure_installed, remove_all_pods
 
 # PKLETD_TEST_CONTAINERD_DIR gives concurrent test sessions on one machine their own daemon.
@@ -64,6 +65,20 @@ def containerd() -> Iterator[PrivateContainerd]:
 def clean_runtime(containerd: PrivateContainerd) -> Iterator[PrivateContainerd]:
     yield containerd
     remove_all_pods(containerd.address)
+
+
+# --------------------------------------------------------------------------- API server
+
+
+@pytest.fixture
+def apiserver(tmp_path: Path) -> Iterator[ApiServer]:
+    """The test API server (``tests/harness/apiserver``), bookmarks every second."""
+    server = ApiServer(tmp_path / "apiserver", ApiServerConfig(bookmark_interval=1.0))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 # --------------------------------------------------------------------------- pkletd

@@ -103,7 +103,8 @@ def pkletd_processes(session: int | None = None) -> dict[int, str]:
 
 
 class Pkletd:
-    def __init__(self, endpoint: str, heartbeat_timeout: str = "10s") -> None:
+    def __init__(self, endpoint: str, heartbeat_timeout: str = "10s", node: str = NODE) -> None:
+        self.node = node
         self.base = Path(tempfile.mkdtemp(prefix="pk-", dir="/tmp"))
         self.run_dir = self.base / "run"
         self.log_dir = self.base / "log"
@@ -148,7 +149,7 @@ class Pkletd:
             "--root-dir",
             str(self.root_dir),
             "--hostname-override",
-            NODE,
+            self.node,
             "--worker-heartbeat-timeout",
             self.heartbeat_timeout,
             *self.extra_args,
@@ -185,7 +186,27 @@ class Pkletd:
         return {p["name"]: p for p in self.status()["pods"]}
 
     def pod(self, name: str) -> dict[str, Any] | None:
-        return self.pods().get(f"{name}-{NODE}")
+        return self.pods().get(f"{name}-{self.node}")
+
+    def join(self, kubeconfig: Path) -> Pkletd:
+        """Run as a node of the cluster this kubeconfig (with the node's credentials) names."""
+        self.extra_args += ["--kubeconfig", str(kubeconfig)]
+        return self
+
+    def join_cluster(self, server: Any) -> Pkletd:
+        """Join the test API server with the node's credentials (``system:node:<node>``)."""
+        return self.join(
+            server.kubeconfig(user=f"system:node:{self.node}", groups=["system:nodes"])
+        )
+
+    def wait_api_pod(self, name: str, phase: str = "Running", timeout: float = 30.0) -> Any:
+        """An API pod (named as in the API) as ``pkletd status`` shows it, in ``phase``."""
+
+        def check() -> dict[str, Any] | None:
+            pod = self.pods().get(name)
+            return pod if pod is not None and pod["phase"] == phase else None
+
+        return wait_for(f"API pod {name} {phase} on {self.node}", check, timeout)
 
     def wait_phase(self, name: str, phase: str, timeout: float = 30.0) -> dict[str, Any]:
         def check() -> dict[str, Any] | None:

@@ -98,10 +98,18 @@ class Pod:
     active_deadline_s: int | None = None
     volumes: tuple[Volume, ...] = ()
     security: PodSecurity | None = None
+    deleted: bool = False  # the API server set its deletionTimestamp: stop it
 
     @property
     def full_name(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def finished(self) -> bool:
+        """Its source says it ended (an API pod in phase Succeeded or Failed): a kubelet
+        that restarts does not run it again."""
+        status = self.raw.get("status")
+        return isinstance(status, dict) and status.get("phase") in ("Succeeded", "Failed")
 
     @property
     def sidecars(self) -> tuple[Container, ...]:
@@ -131,12 +139,22 @@ def parse_pod(raw: Any) -> Pod:
             spec.get("restartPolicy", "Always"), "spec.restartPolicy", RESTART_POLICIES
         ),
         host_network=_bool(spec.get("hostNetwork", False), "spec.hostNetwork"),
-        grace_period_s=_grace(spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_S)),
+        grace_period_s=_grace_period(meta, spec),
         raw=obj,
         init_containers=init_containers,
         active_deadline_s=_deadline(spec.get("activeDeadlineSeconds")),
+        deleted=meta.get("deletionTimestamp") is not None,
         **_volumes_and_security(spec, init_containers + containers),
     )
+
+
+def _grace_period(meta: dict[str, Any], spec: dict[str, Any]) -> int:
+    """The grace period to stop the pod with: a deleted pod's deletionGracePeriodSeconds
+    (what the kubelet uses), else its terminationGracePeriodSeconds."""
+    deletion = meta.get("deletionGracePeriodSeconds")
+    if deletion is not None:
+        return _grace(deletion, "metadata.deletionGracePeriodSeconds")
+    return _grace(spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_S))
 
 
 def _volumes_and_security(
@@ -291,8 +309,7 @@ def _ports(value: Any, path: str) -> tuple[Port, ...]:
     return tuple(ports)
 
 
-def _grace(value: Any) -> int:
-    path = "spec.terminationGracePeriodSeconds"
+def _grace(value: Any, path: str = "spec.terminationGracePeriodSeconds") -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise InvalidPod(f"{path}: must be a non-negative integer, got {value!r}")
     return value

@@ -43,6 +43,12 @@ class PodEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class FinalDelete:
+    source: str
+    ref: dict[str, Any]  # uid, namespace, name: what the status manager deletes
+
+
+@dataclass(frozen=True, slots=True)
 class SourceChange:
     sync: tuple[Pod, ...]
     terminate: tuple[Pod, ...]
@@ -52,6 +58,8 @@ class Pods:
     def __init__(self, host_ip: str, expected_sources: Iterable[str], probes: ProbeResults) -> None:
         self.entries: dict[PodUID, PodEntry] = {}
         self._orphans: dict[PodUID, PodLifecycle] = {}  # terminating, with no source's pod
+        self._final: dict[PodUID, FinalDelete] = {}  # stopped, deleted in the API, listed
+        self._final_done: set[PodUID] = set()  # ... and the status manager deleted it
         self.host_ip = host_ip
         self._probes = probes
         self._unseen_sources = set(expected_sources)
@@ -63,15 +71,13 @@ class Pods:
         return not self._unseen_sources
 
     def set_source(self, source: str, raw_pods: list[dict[str, Any]]) -> SourceChange:
+        """A source's whole set. A pod it lists as deleted in the API (``deletionTimestamp``)
+        is not wanted: it is terminated with the deletion's grace period, and once stopped
+        waits for its final delete (``awaiting_delete``) until the source stops listing it."""
         self._unseen_sources.discard(source)
-        wanted: dict[PodUID, Pod] = {}
-        for raw in raw_pods:
-            try:
-                pod = parse_pod(raw)
-            except InvalidPod as exc:
-                log.error("dropped invalid pod from source=%s reason=%s", source, exc)
-                continue
-            wanted[pod.uid] = pod
+        listed = self._parse(source, raw_pods)
+        wanted = {uid: pod for uid, pod in listed.items() if not pod.deleted}
+        self._note_deleted(source, {uid: p for uid, p in listed.items() if p.deleted})
         sync = []
         for uid, pod in wanted.items():
             entry = self.entries.get(uid)
@@ -89,8 +95,49 @@ class Pods:
             if e.source == source and uid not in wanted and e.lifecycle.wanted()
         ]
         for pod in gone:
-            self.entries[pod.uid].lifecycle.become(PodStage.TERMINATING, f"removed by {source}")
+            why = "deleted in the API" if pod.deleted else f"removed by {source}"
+            self.entries[pod.uid].lifecycle.become(PodStage.TERMINATING, why)
         return SourceChange(tuple(sync), tuple(gone))
+
+    @staticmethod
+    def _parse(source: str, raw_pods: list[dict[str, Any]]) -> dict[PodUID, Pod]:
+        found = {}
+        for raw in raw_pods:
+            try:
+                pod = parse_pod(raw)
+            except InvalidPod as exc:
+                log.error("dropped invalid pod from source=%s reason=%s", source, exc)
+                continue
+            found[pod.uid] = pod
+        return found
+
+    def _note_deleted(self, source: str, deleted: dict[PodUID, Pod]) -> None:
+        """Bring pods deleted in the API up to date (their grace period), so they are
+        terminated; one this parent never saw (it restarted) gets an entry to stop."""
+        self._final = {
+            uid: final
+            for uid, final in self._final.items()
+            if final.source != source or uid in deleted
+        }
+        self._final_done &= self._final.keys()
+        for uid, pod in deleted.items():
+            entry = self.entries.get(uid)
+            if entry is None and uid not in self._final:
+                self.entries[uid] = PodEntry(pod, source)
+            elif entry is not None and entry.lifecycle.wanted():
+                entry.pod = pod
+
+    def awaiting_delete(self) -> list[dict[str, Any]]:
+        """Stopped pods deleted in the API, whose final delete is not yet confirmed."""
+        return [f.ref for uid, f in self._final.items() if uid not in self._final_done]
+
+    def final_delete(self, uid: PodUID) -> dict[str, Any] | None:
+        """The pod's uid, namespace and name if it awaits its final delete."""
+        final = self._final.get(uid)
+        return final.ref if final is not None and uid not in self._final_done else None
+
+    def final_delete_done(self, uid: PodUID) -> None:
+        self._final_done.add(uid)
 
     def get(self, uid: PodUID) -> Pod | None:
         """The pod a source wants (None once it was removed, while it terminates)."""
@@ -109,7 +156,8 @@ class Pods:
 
     def forget(self, uid: PodUID) -> bool:
         """Its termination finished: drop a removed pod; True if it was dropped (False:
-        a source wants it again, as a new pod)."""
+        a source wants it again, as a new pod). A pod deleted in the API now awaits its
+        final delete."""
         orphan = self._orphans.pop(uid, None)
         if orphan is not None:
             orphan.become(PodStage.TERMINATED, "terminated")
@@ -117,6 +165,10 @@ class Pods:
         if entry is not None and entry.lifecycle.terminating():
             entry.lifecycle.become(PodStage.TERMINATED, "terminated")
             del self.entries[uid]
+            if entry.pod.deleted:
+                pod = entry.pod
+                ref = {"uid": uid, "namespace": pod.namespace, "name": pod.name}
+                self._final[uid] = FinalDelete(entry.source, ref)
         self._owner_of = {k: v for k, v in self._owner_of.items() if v != uid}
         return uid not in self.entries
 

@@ -13,12 +13,15 @@ import enum
 import logging
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
+
+from pkletd.ipc.apimodel.podspec import Pod
 
 log = logging.getLogger(__name__)
 
 KEEP = 200
+UNSENT = 1000  # events not yet published; older ones are dropped
 
 
 class Reason(enum.Enum):
@@ -47,6 +50,16 @@ class Reason(enum.Enum):
     POD_OS_SELECTOR_MISMATCH = "PodOSSelectorNodeLabelDoesNotMatch"
     POD_OS_NOT_SUPPORTED = "PodOSNotSupported"
     SYSCTL_FORBIDDEN = "SysctlForbidden"
+    # the node's own
+    STARTING = "Starting"
+    NODE_READY = "NodeReady"
+    NODE_NOT_READY = "NodeNotReady"
+    NODE_HAS_SUFFICIENT_MEMORY = "NodeHasSufficientMemory"
+    NODE_HAS_INSUFFICIENT_MEMORY = "NodeHasInsufficientMemory"
+    NODE_HAS_NO_DISK_PRESSURE = "NodeHasNoDiskPressure"
+    NODE_HAS_DISK_PRESSURE = "NodeHasDiskPressure"
+    NODE_HAS_SUFFICIENT_PID = "NodeHasSufficientPID"
+    NODE_HAS_INSUFFICIENT_PID = "NodeHasInsufficientPID"
 
 
 def go_duration(seconds: float) -> str:
@@ -63,38 +76,104 @@ def go_duration(seconds: float) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """What an event is about: a pod (a container of it, by ``fieldPath``) or the node."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    field_path: str = ""
+
+    @classmethod
+    def of(cls, pod: Pod, container: str = "") -> ObjectRef:
+        """The pod, or its container by name (``spec.containers{name}``, as the kubelet)."""
+        path = ""
+        if container:
+            init = any(c.name == container for c in pod.init_containers)
+            path = f"spec.{'initContainers' if init else 'containers'}{{{container}}}"
+        return cls("Pod", pod.namespace, pod.name, pod.uid, path)
+
+    @classmethod
+    def node(cls, name: str) -> ObjectRef:
+        return cls("Node", "", name, name)  # the kubelet's node reference: uid = name
+
+    def shown(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+    def api(self) -> dict[str, str]:
+        """As an Event's ``involvedObject``."""
+        found = {"kind": self.kind, "name": self.name, "uid": self.uid, "apiVersion": "v1"}
+        if self.namespace:
+            found["namespace"] = self.namespace
+        if self.field_path:
+            found["fieldPath"] = self.field_path
+        return found
+
+
+@dataclass(frozen=True, slots=True)
 class Event:
     time: float
     type: str
     reason: str
-    object: str
+    object: ObjectRef
     message: str
+
+    def shown(self) -> dict[str, Any]:
+        """As ``pkletd status --json`` lists it."""
+        return {
+            "time": self.time,
+            "type": self.type,
+            "reason": self.reason,
+            "object": self.object.shown(),
+            "message": self.message,
+        }
+
+    def api(self) -> dict[str, Any]:
+        """As ``EventRecorded`` carries it to the status manager."""
+        return {
+            "time": self.time,
+            "type": self.type,
+            "reason": self.reason,
+            "message": self.message,
+            "involvedObject": self.object.api(),
+        }
 
 
 class EventRecorder:
-    """Recorded from the loop thread and the pod workers alike; read by ``status``."""
+    """Recorded from the loop thread and the pod workers alike; read by ``status``, and
+    taken (``take_new``) by the loop thread, which publishes them for the API."""
 
     def __init__(self, keep: int = KEEP) -> None:
         self._recent: collections.deque[dict[str, Any]] = collections.deque(maxlen=keep)
+        self._new: collections.deque[Event] = collections.deque(maxlen=UNSENT)
         self._lock = threading.Lock()
 
-    def warning(self, obj: str, reason: Reason, message: str) -> None:
+    def warning(self, obj: ObjectRef, reason: Reason, message: str) -> None:
         self._record(Event(time.time(), "Warning", reason.value, obj, message))
 
-    def normal(self, obj: str, reason: Reason, message: str) -> None:
+    def normal(self, obj: ObjectRef, reason: Reason, message: str) -> None:
         self._record(Event(time.time(), "Normal", reason.value, obj, message))
 
     def _record(self, event: Event) -> None:
         with self._lock:
-            self._recent.append(asdict(event))  # as status shows it: made once
+            self._recent.append(event.shown())  # as status shows it: made once
+            self._new.append(event)
         log.info(
             "event type=%s reason=%s object=%s message=%r",
             event.type,
             event.reason,
-            event.object,
+            event.object.shown(),
             event.message,
         )
 
     def recent(self) -> list[dict[str, Any]]:
         with self._lock:
             return list(self._recent)
+
+    def take_new(self) -> list[Event]:
+        """The events recorded since the last call, oldest first."""
+        with self._lock:
+            taken = list(self._new)
+            self._new.clear()
+            return taken

@@ -17,7 +17,7 @@ import time
 from pkletd.ipc.apimodel.podspec import Container, Pod, PodUID
 from pkletd.ipc.cri import CriError, ImageInfo, SandboxSpec
 from pkletd.supervisor.pods.backoff import Clock, CrashBackoff
-from pkletd.supervisor.pods.events import EventRecorder, Reason, go_duration
+from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason, go_duration
 from pkletd.supervisor.pods.runtime import Runtime
 from pkletd.supervisor.pods.types import Waiting, WaitingReason
 
@@ -41,24 +41,25 @@ class ImagePuller:
     def backing_off(self, pod: Pod, container: Container) -> Waiting:
         """Record the back-off event; what the container waits with."""
         message = f'Back-off pulling image "{container.image}"'
-        self._events.normal(pod.full_name, Reason.BACK_OFF, message)
+        self._events.normal(ObjectRef.of(pod, container.name), Reason.BACK_OFF, message)
         return Waiting(WaitingReason.IMAGE_PULL_BACK_OFF, message)
 
     def ensure(self, pod: Pod, container: Container, sandbox: SandboxSpec) -> ImageInfo | Waiting:
         """The container's image, or why it cannot be had."""
         image = container.image
+        where = ObjectRef.of(pod, container.name)
         if container.image_pull_policy != "Always":
             present = self._runtime.image_status(image)
             if present is not None:
                 message = f'Container image "{image}" already present on machine'
-                self._events.normal(pod.full_name, Reason.PULLED, message)
+                self._events.normal(where, Reason.PULLED, message)
                 return present
         if container.image_pull_policy == "Never":
             message = f'Container image "{image}" is not present with pull policy of Never'
-            self._events.warning(pod.full_name, Reason.ERR_IMAGE_NEVER_PULL, message)
+            self._events.warning(where, Reason.ERR_IMAGE_NEVER_PULL, message)
             return Waiting(WaitingReason.ERR_IMAGE_NEVER_PULL, message)
         try:
-            return self._pull(pod, image, sandbox)
+            return self._pull(where, image, sandbox)
         except CriError as exc:
             log.error(
                 "image pull failed pod=%s container=%s error=%s", pod.full_name, container.name, exc
@@ -72,14 +73,14 @@ class ImagePuller:
         self._backoff.forget_pod(uid)
         self._failed_at = {k: v for k, v in self._failed_at.items() if not k.startswith(f"{uid}/")}
 
-    def _pull(self, pod: Pod, image: str, sandbox: SandboxSpec) -> ImageInfo:
-        self._events.normal(pod.full_name, Reason.PULLING, f'Pulling image "{image}"')
+    def _pull(self, where: ObjectRef, image: str, sandbox: SandboxSpec) -> ImageInfo:
+        self._events.normal(where, Reason.PULLING, f'Pulling image "{image}"')
         started = time.monotonic()
         try:
             self._runtime.pull_image(image, sandbox)
         except CriError as exc:
             message = f'Failed to pull image "{image}": {exc.rpc_message}'
-            self._events.warning(pod.full_name, Reason.FAILED, message)
+            self._events.warning(where, Reason.FAILED, message)
             raise
         pulled = self._runtime.image_status(image)
         if pulled is None:  # removed again at once (image GC): the next sync pulls again
@@ -89,7 +90,7 @@ class ImagePuller:
             f'Successfully pulled image "{image}" in {took} ({took} including waiting). '
             f"Image size: {pulled.size} bytes."
         )
-        self._events.normal(pod.full_name, Reason.PULLED, message)
+        self._events.normal(where, Reason.PULLED, message)
         return pulled
 
 

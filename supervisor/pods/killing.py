@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pkletd.ipc import handlers
 from pkletd.ipc.apimodel.podspec import Container, Pod
 from pkletd.ipc.cri import ContainerInfo, SandboxState, unless_gone
-from pkletd.supervisor.pods.events import EventRecorder, Reason
+from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason
 from pkletd.supervisor.pods.runtime import Runtime
 from pkletd.supervisor.pods.types import PodRuntime
 
@@ -72,7 +72,7 @@ class Killer:
             grace_s = self._pre_stop(pod, state, spec, info, grace_s)
         if pod is not None:
             message = why or f"Stopping container {info.name}"
-            self._events.normal(pod.full_name, Reason.KILLING, message)
+            self._events.normal(ObjectRef.of(pod, info.name), Reason.KILLING, message)
         unless_gone(self._runtime.stop_container, info.id, grace_s)
 
     def _pre_stop(
@@ -86,7 +86,7 @@ class Killer:
         outcome = handlers.run(hook, target, self._runtime)
         if not outcome.ok:
             message = f"PreStopHook failed: {outcome.output}"
-            self._events.warning(pod.full_name, Reason.FAILED_PRE_STOP_HOOK, message)
+            self._events.warning(ObjectRef.of(pod, spec.name), Reason.FAILED_PRE_STOP_HOOK, message)
         return max(MINIMUM_GRACE_S, grace_s - int(time.monotonic() - started))
 
 

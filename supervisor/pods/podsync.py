@@ -35,7 +35,7 @@ from pkletd.ipc.cri import (
 from pkletd.supervisor.pods import backoff
 from pkletd.supervisor.pods.backoff import Clock, CrashBackoff
 from pkletd.supervisor.pods.cgroups.podcgroups import PodCgroups
-from pkletd.supervisor.pods.events import EventRecorder, Reason
+from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason
 from pkletd.supervisor.pods.images import ImagePuller
 from pkletd.supervisor.pods.inspector import PodInspector
 from pkletd.supervisor.pods.killing import Killer, pod_address
@@ -286,7 +286,7 @@ class PodSyncer:
                     f"container={container.name} pod={where}"
                 )
                 self._events.warning(
-                    pod.full_name,
+                    ObjectRef.of(pod, container.name),
                     Reason.BACK_OFF,
                     f"Back-off restarting failed container {container.name} in pod {where}",
                 )
@@ -296,22 +296,26 @@ class PodSyncer:
             self._backoff.restarted(key)
         pull_wait = self._images.backoff_left(pod, container)
         if pull_wait > 0:
-            waiting[container.name] = self._failed(pod, self._images.backing_off(pod, container))
+            waiting[container.name] = self._failed(
+                pod, container, self._images.backing_off(pod, container)
+            )
             retry.append(pull_wait)
             return None
         outcome = self._create_and_start(pod, container, restart_count, sandbox)
         if isinstance(outcome, Waiting):
-            waiting[container.name] = self._failed(pod, outcome)
+            waiting[container.name] = self._failed(pod, container, outcome)
             pulling = outcome.reason is WaitingReason.ERR_IMAGE_PULL
             retry.append(PULL_FAILED_RESYNC_S if pulling else FAILED_STEP_RETRY_S)
             return None
         return outcome
 
-    def _failed(self, pod: Pod, why: Waiting) -> Waiting:
+    def _failed(self, pod: Pod, container: Container, why: Waiting) -> Waiting:
         """Record the kubelet's ``Failed`` event for a container that could not start."""
         if why.reason not in NO_FAILED_EVENT:
             detail = why.reason if why.reason in IMAGE_ERRORS else why.message
-            self._events.warning(pod.full_name, Reason.FAILED, f"Error: {detail}")
+            self._events.warning(
+                ObjectRef.of(pod, container.name), Reason.FAILED, f"Error: {detail}"
+            )
         return why
 
     def _create_and_start(
@@ -324,6 +328,7 @@ class PodSyncer:
         image = self._images.ensure(pod, container, sandbox.spec)
         if isinstance(image, Waiting):
             return image
+        where = ObjectRef.of(pod, container.name)
         spec = runtimespec.container_spec(pod, container, restart_count)
         try:
             spec = self._setup.container_spec(pod, container, spec, sandbox.ip, image)
@@ -339,7 +344,7 @@ class PodSyncer:
                 "create failed pod=%s container=%s error=%s", pod.full_name, container.name, exc
             )
             return Waiting(WaitingReason.CREATE_CONTAINER_ERROR, exc.detail)
-        self._events.normal(pod.full_name, Reason.CREATED, f"Created container {container.name}")
+        self._events.normal(where, Reason.CREATED, f"Created container {container.name}")
         try:
             self._runtime.start_container(container_id)
         except CriError as exc:
@@ -347,7 +352,7 @@ class PodSyncer:
                 "start failed pod=%s container=%s error=%s", pod.full_name, container.name, exc
             )
             return Waiting(WaitingReason.RUN_CONTAINER_ERROR, exc.detail)
-        self._events.normal(pod.full_name, Reason.STARTED, f"Started container {container.name}")
+        self._events.normal(where, Reason.STARTED, f"Started container {container.name}")
         log.info(
             "container started pod=%s container=%s restart=%d id=%s",
             pod.full_name,
@@ -372,7 +377,9 @@ class PodSyncer:
         if outcome.ok:
             return None
         message = f"PostStartHook failed: {outcome.output}"
-        self._events.warning(pod.full_name, Reason.FAILED_POST_START_HOOK, message)
+        self._events.warning(
+            ObjectRef.of(pod, container.name), Reason.FAILED_POST_START_HOOK, message
+        )
         state = self._inspector.inspect(pod.uid)  # the container to kill, for preStop too
         info = next((c for c in state.containers if c.id == container_id), None)
         if info is not None:

@@ -21,18 +21,20 @@ from pkletd.ipc.apimodel.podspec import Pod, PodUID
 from pkletd.ipc.apimodel.probespec import ProbeType
 from pkletd.ipc.cri import CriError
 from pkletd.ipc.messages import (
+    EventRecorded,
     Message,
     PodForgotten,
     PodLifecycleEvent,
     PodsListed,
     PodStatusUpdated,
+    PodTerminated,
     ProbeMetrics,
     ProbeResult,
     ProbeVerdict,
 )
 from pkletd.supervisor.pods import admission
 from pkletd.supervisor.pods.book import Pods
-from pkletd.supervisor.pods.events import EventRecorder, Reason
+from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason
 from pkletd.supervisor.pods.podsync import FAILED_STEP_RETRY_S, PodSyncer
 from pkletd.supervisor.pods.podworkers import PodWorkers
 from pkletd.supervisor.pods.proberesults import ProbeResults
@@ -62,6 +64,7 @@ class Parts:
     events: EventRecorder
     admitter: admission.Admitter
     sync_frequency: float
+    publish_events: bool = False  # for the status manager to post (pkletd joined a cluster)
 
 
 class SyncLoop:
@@ -74,6 +77,7 @@ class SyncLoop:
         self._events = parts.events
         self._admitter = parts.admitter
         self._sync_frequency = parts.sync_frequency
+        self._publish_events = parts.publish_events
         self._publish = publish
         self._requeue: list[tuple[float, PodUID]] = []
         self._due: dict[PodUID, float] = {}
@@ -84,6 +88,9 @@ class SyncLoop:
 
     def tick(self, now: float) -> float:
         """Requeued syncs and housekeeping that are due; the next deadline."""
+        if self._publish_events:
+            for event in self._events.take_new():
+                self._publish(EventRecorded(event.api()))
         next_requeue = self.run_requeues(now)
         if now >= self._next_housekeeping and not self.stopping:
             self.housekeeping()
@@ -108,8 +115,9 @@ class SyncLoop:
         change = self._pods.set_source(message.source, message.pods)
         for pod in change.sync:
             stage = self._pods.stage(pod.uid)
-            if stage is PodStage.ACTIVE or (stage is PodStage.NEW and self._admit(pod)):
-                self._sync(pod)  # a rejected or failed pod is not started again
+            new = stage is PodStage.NEW and not pod.finished
+            if stage is PodStage.ACTIVE or (new and self._admit(pod)):
+                self._sync(pod)  # a rejected, failed or finished pod is not started again
         for pod in change.terminate:
             self._terminate(pod.uid, pod, pod.grace_period_s)
 
@@ -118,7 +126,7 @@ class SyncLoop:
         if rejection is None:
             self._pods.admit(pod.uid)
             return True
-        self._events.warning(pod.full_name, rejection.reason, rejection.message)
+        self._events.warning(ObjectRef.of(pod), rejection.reason, rejection.message)
         api_pod = self._pods.reject(pod.uid, rejection.reason.value, rejection.message)
         if api_pod is not None:
             self._publish(PodStatusUpdated(api_pod))
@@ -148,9 +156,8 @@ class SyncLoop:
         kind = result.probe.capitalize()
         failed = result.result is ProbeVerdict.FAILURE
         if failed:
-            self._events.warning(
-                pod.full_name, Reason.UNHEALTHY, f"{kind} probe failed: {result.output}"
-            )
+            where = ObjectRef.of(pod, result.container)
+            self._events.warning(where, Reason.UNHEALTHY, f"{kind} probe failed: {result.output}")
         if failed and result.probe in (ProbeType.LIVENESS, ProbeType.STARTUP):
             self._kill_unhealthy(pod, result)
             return
@@ -185,7 +192,7 @@ class SyncLoop:
         if left is None or left > 0:
             return False
         if self._pods.fail(pod.uid, DEADLINE_EXCEEDED, DEADLINE_MESSAGE):
-            self._events.normal(pod.full_name, Reason.DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
+            self._events.normal(ObjectRef.of(pod), Reason.DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
         return True
 
     def _terminate(self, uid: PodUID, pod: Pod | None, grace: int | None) -> None:
@@ -202,6 +209,9 @@ class SyncLoop:
             self._admitter.forget(uid)
             if self._pods.forget(uid):
                 self._publish(PodForgotten(uid))
+                final = self._pods.final_delete(uid)
+                if final is not None:
+                    self._publish(PodTerminated(uid, final["namespace"], final["name"]))
             else:
                 self._schedule(uid, 0.0)  # it came back while we were stopping it
             return

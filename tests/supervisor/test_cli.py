@@ -10,6 +10,15 @@ from pkletd.supervisor.cli import format_status
 from tests.e2e import Pkletd, pod_manifest
 
 STATUS = {
+    "node": {
+        "name": "node-1",
+        "joined": True,
+        "registered": True,
+        "lease_renewed_at": 1000.0,
+        "status_reported_at": 990.0,
+        "api_error": "",
+        "conditions": {"Ready": "True"},
+    },
     "workers": [
         {
             "name": "pleg",
@@ -58,7 +67,9 @@ STATUS = {
 
 
 def test_table_shows_workers_and_pods() -> None:
-    lines = format_status(STATUS).splitlines()
+    lines = format_status(STATUS, now=1004.0).splitlines()
+    assert lines[0] == "node node-1: registered, Ready, lease renewed 4s ago, API ok"
+    lines = lines[2:]
     assert lines[0].split() == ["WORKER", "PID", "STATE", "RESTARTS", "UPTIME", "LAST", "EXIT"]
     assert lines[1].split()[:5] == ["pleg", "42", "running", "1", "1m15s"]
     assert lines[1].endswith("killed by SIGKILL; not expected")
@@ -66,6 +77,22 @@ def test_table_shows_workers_and_pods() -> None:
     pod_line = lines[-1]
     assert pod_line.startswith("default/web-node")
     assert "httpd=running (not ready, restarts 2), side=CrashLoopBackOff" in pod_line
+
+
+def test_status_names_a_standalone_node_and_an_api_error() -> None:
+    standalone = {**STATUS, "node": {**STATUS["node"], "joined": False}}
+    assert format_status(standalone).splitlines()[0] == (
+        "node node-1: standalone (static pods only)"
+    )
+    down = {
+        **STATUS,
+        "node": {**STATUS["node"], "api_error": "cannot reach the API server: refused"},
+    }
+    assert (
+        format_status(down, now=1004.0)
+        .splitlines()[0]
+        .endswith("API error: cannot reach the API server: refused")
+    )
 
 
 @pytest.mark.slow
@@ -76,7 +103,8 @@ def test_status_json_has_the_documented_shape(pkletd: Pkletd) -> None:
     result = pkletd.cli("status", "--json")
     assert result.returncode == 0
     status = json.loads(result.stdout)
-    assert {"workers", "pods", "events"} <= status.keys()
+    assert {"node", "workers", "pods", "events"} <= status.keys()
+    assert status["node"]["name"] == "testnode" and status["node"]["joined"] is False
     assert [e["reason"] for e in status["events"]] == ["Pulled", "Created", "Started"]
     assert "events" not in pkletd.status()  # asked for by --json only: polling stays cheap
     assert set(status["workers"][0]) == {

@@ -1,0 +1,81 @@
+"""The parent's view of its place in the cluster: what the node-lease worker reports,
+whether PLEG is healthy, and the node's own events.
+
+``NodeState`` is fed by the agent (``reported`` for each ``NodeReported``,
+``relisted`` for each PLEG relist), answers ``pleg_ok`` for the ``ParentAlive``
+broadcast (the kubelet's 3-minute PLEG threshold), records the kubelet's node
+events (``Starting``, ``NodeHasSufficientMemory``..., ``NodeReady``/``NodeNotReady``
+on each change of a condition) and says what ``pkletd status`` shows of the node.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pkletd.ipc.messages import NodeReported
+from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason
+
+PLEG_HEALTHY_S = 180.0  # the kubelet's relist threshold ("PLEG is not healthy")
+
+# (condition type, status) -> the kubelet's event reason
+CONDITION_EVENTS = {
+    ("Ready", "True"): Reason.NODE_READY,
+    ("Ready", "False"): Reason.NODE_NOT_READY,
+    ("MemoryPressure", "False"): Reason.NODE_HAS_SUFFICIENT_MEMORY,
+    ("MemoryPressure", "True"): Reason.NODE_HAS_INSUFFICIENT_MEMORY,
+    ("DiskPressure", "False"): Reason.NODE_HAS_NO_DISK_PRESSURE,
+    ("DiskPressure", "True"): Reason.NODE_HAS_DISK_PRESSURE,
+    ("PIDPressure", "False"): Reason.NODE_HAS_SUFFICIENT_PID,
+    ("PIDPressure", "True"): Reason.NODE_HAS_INSUFFICIENT_PID,
+}
+
+
+class NodeState:
+    def __init__(
+        self,
+        name: str,
+        joined: bool,
+        events: EventRecorder,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.name = name
+        self.joined = joined  # pkletd runs with a kubeconfig
+        self._events = events
+        self._clock = clock
+        self._last_relist = clock()  # PLEG gets its threshold from the start
+        self._report: NodeReported | None = None
+        self._conditions: Mapping[str, str] = {}
+        if joined:
+            self._event(Reason.STARTING, "Starting kubelet.")
+
+    def relisted(self) -> None:
+        self._last_relist = self._clock()
+
+    def pleg_ok(self) -> bool:
+        return self._clock() - self._last_relist < PLEG_HEALTHY_S
+
+    def reported(self, report: NodeReported) -> None:
+        self._report = report
+        for kind, status in sorted(report.conditions.items()):
+            if self._conditions.get(kind) != status and (kind, status) in CONDITION_EVENTS:
+                reason = CONDITION_EVENTS[kind, status]
+                self._event(reason, f"Node {self.name} status is now: {reason.value}")
+        self._conditions = dict(report.conditions)
+
+    def status(self) -> dict[str, Any]:
+        """The node as ``pkletd status`` shows it."""
+        report = self._report
+        return {
+            "name": self.name,
+            "joined": self.joined,
+            "registered": report is not None and report.registered,
+            "lease_renewed_at": report.lease_renewed_at if report is not None else 0.0,
+            "status_reported_at": report.status_reported_at if report is not None else 0.0,
+            "api_error": report.api_error if report is not None else "",
+            "conditions": dict(self._conditions),
+        }
+
+    def _event(self, reason: Reason, message: str) -> None:
+        self._events.normal(ObjectRef.node(self.name), reason, message)

@@ -1,0 +1,94 @@
+"""The API pod source's set: what it sends the parent, and what it keeps to itself."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pkletd.ipc.messages import Message, PodsListed, Snapshot
+from pkletd.ipc.wakeup import Inbox
+from pkletd.workers.apiwatcher import ApiWatcher, Changed, Listed, source_view
+
+
+class FakeBus:
+    def __init__(self) -> None:
+        self.sent: list[Message] = []
+
+    def send(self, message: Message) -> None:
+        self.sent.append(message)
+
+
+class IdleReflector:
+    def stop(self) -> None:
+        pass
+
+
+def api_pod(uid: str, rv: str = "1", phase: str = "Pending", **meta: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": f"p-{uid}", "namespace": "default", "uid": uid,
+                     "resourceVersion": rv, "managedFields": [{}], **meta},
+        "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "busybox"}]},
+        "status": {"phase": phase, "podIP": "10.0.0.9"},
+    }  # fmt: skip
+
+
+def watcher() -> tuple[ApiWatcher, FakeBus, Inbox[Any]]:
+    bus, inbox = FakeBus(), Inbox[Any]()
+    worker = ApiWatcher(bus, IdleReflector(), inbox)  # type: ignore[arg-type]
+    worker.on_snapshot(Snapshot(0, [], {}))
+    return worker, bus, inbox
+
+
+def deliver(worker: ApiWatcher, inbox: Inbox[Any], *items: Any) -> None:
+    for item in items:
+        inbox.put(item)
+    worker.on_readable(inbox.fileno())
+
+
+def sets(bus: FakeBus) -> list[list[str]]:
+    return [[p["metadata"]["uid"] for p in m.pods] for m in bus.sent if isinstance(m, PodsListed)]
+
+
+def test_nothing_is_sent_before_the_first_list_then_the_list_even_empty() -> None:
+    worker, bus, inbox = watcher()
+    assert bus.sent == []
+    deliver(worker, inbox, Listed([]))
+    assert sets(bus) == [[]]  # the parent learns the api source has spoken
+
+
+def test_status_only_changes_are_not_sent() -> None:
+    worker, bus, inbox = watcher()
+    deliver(worker, inbox, Listed([api_pod("a")]))
+    deliver(worker, inbox, Changed("MODIFIED", api_pod("a", rv="2", phase="Running")))
+    assert sets(bus) == [["a"]]  # the echo of our own status write sends nothing
+
+
+def test_spec_metadata_and_deletion_changes_are_sent() -> None:
+    worker, bus, inbox = watcher()
+    deliver(worker, inbox, Listed([api_pod("a")]))
+    deleted = api_pod("a", rv="3", deletionTimestamp="2026-01-01T00:00:00Z")
+    deliver(worker, inbox, Changed("MODIFIED", deleted))
+    deliver(worker, inbox, Changed("ADDED", api_pod("b")), Changed("DELETED", api_pod("a")))
+    assert sets(bus) == [["a"], ["a"], ["b"]]
+    assert bus.sent[1].pods[0]["metadata"]["deletionTimestamp"]  # type: ignore[union-attr]
+
+
+def test_mirror_pods_are_left_out() -> None:
+    worker, bus, inbox = watcher()
+    mirror = api_pod("m", annotations={"kubernetes.io/config.mirror": "abc"})
+    deliver(worker, inbox, Listed([mirror, api_pod("a")]))
+    assert sets(bus) == [["a"]]
+
+
+def test_a_relist_replaces_the_set_and_a_snapshot_resends_it() -> None:
+    worker, bus, inbox = watcher()
+    deliver(worker, inbox, Listed([api_pod("a"), api_pod("b")]))
+    deliver(worker, inbox, Listed([api_pod("b")]))
+    worker.on_snapshot(Snapshot(5, [], {}))  # a restarted parent may have lost it
+    assert sets(bus) == [["a", "b"], ["b"], ["b"]]
+
+
+def test_the_parent_sees_no_resource_version_and_only_a_terminal_phase() -> None:
+    running = source_view(api_pod("a", phase="Running"))
+    assert "resourceVersion" not in running["metadata"] and "status" not in running
+    assert "managedFields" not in running["metadata"]
+    assert source_view(api_pod("a", phase="Succeeded"))["status"] == {"phase": "Succeeded"}
