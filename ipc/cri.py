@@ -223,6 +223,26 @@ class ImageInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class RuntimeCondition:
+    """One condition of CRI Status (``RuntimeReady``, ``NetworkReady``)."""
+
+    type: str
+    status: bool
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ListedImage:
+    """An image as CRI ListImages reports it: its names and its size in bytes."""
+
+    id: str
+    repo_tags: tuple[str, ...]
+    repo_digests: tuple[str, ...]
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
 class ExecResult:
     exit_code: int
     stdout: bytes
@@ -253,6 +273,22 @@ class CriRuntime:
     def version(self) -> str:
         reply = self._call(self._runtime, "Version", pb.VersionRequest(), "runtime")
         return f"{reply.runtime_name} {reply.runtime_version}"
+
+    def runtime_conditions(self) -> list[RuntimeCondition]:
+        """The runtime's conditions from CRI Status (RuntimeReady, NetworkReady, ...)."""
+        reply = self._call(self._runtime, "Status", pb.StatusRequest(), "runtime")
+        return [
+            RuntimeCondition(c.type, bool(c.status), c.reason, c.message)
+            for c in reply.status.conditions
+        ]
+
+    def list_images(self) -> list[ListedImage]:
+        """Every image the runtime has (CRI ListImages)."""
+        reply = self._call(self._images, "ListImages", pb.ListImagesRequest(), "images")
+        return [
+            ListedImage(i.id, tuple(i.repo_tags), tuple(i.repo_digests), int(i.size))
+            for i in reply.images
+        ]
 
     def list_sandboxes(self, pod_uid: str = "") -> list[SandboxInfo]:
         selector = {POD_UID_LABEL: pod_uid} if pod_uid else {}

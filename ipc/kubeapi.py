@@ -75,6 +75,7 @@ def connect(kubeconfig: str, qps: int, burst: int) -> LimitedApiClient:
     kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
         config_file=kubeconfig, client_configuration=configuration, persist_config=False
     )
+    configuration.retries = False  # the workers retry with their own back-off, and log once
     return LimitedApiClient(configuration, RateLimiter(qps, burst))
 
 

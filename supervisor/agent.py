@@ -21,6 +21,7 @@ from pkletd.ipc.bus import ParentBus
 from pkletd.ipc.codec import BadMessage, Envelope
 from pkletd.ipc.cri import CriError
 from pkletd.ipc.messages import (
+    EventRecorded,
     Heartbeat,
     Hello,
     ManifestRejected,
@@ -42,6 +43,7 @@ from pkletd.supervisor.config import KubeletConfig
 from pkletd.supervisor.control import ControlServer, Request
 from pkletd.supervisor.forkserver import Exited, ForkServer, Spawned
 from pkletd.supervisor.node.cluster import NodeState
+from pkletd.supervisor.node.facts import MachineFacts, compose_node, container_runtime_version
 from pkletd.supervisor.notify import Notifier
 from pkletd.supervisor.pods import admission
 from pkletd.supervisor.pods.book import Pods
@@ -102,7 +104,8 @@ class Agent:
         sources = [s for s, worker in SOURCE_WORKERS.items() if worker in worker_names]
         self._pod_workers = PodWorkers(config.pod_sync_parallelism)
         self._probes = ProbeResults()
-        self._pods = Pods(node_ip(config.node_name), sources, self._probes)
+        host_ip = config.node_ip.split(",")[0] or node_ip(config.node_name)
+        self._pods = Pods(host_ip, sources, self._probes)
         self._events = EventRecorder()
         self._node = NodeState(config.node_name, bool(config.kubeconfig), self._events)
         self.node_object: dict[str, Any] = {}  # what the node-lease worker registers
@@ -135,7 +138,6 @@ class Agent:
             events=self._events,
             admitter=admission.Admitter(admission.Node.of(node, config.max_pods)),
             sync_frequency=config.sync_frequency,
-            publish_events=bool(config.kubeconfig),
         )
 
     # --- the loop ------------------------------------------------------------------
@@ -153,9 +155,12 @@ class Agent:
             self._signals.fileno(),
         ):
             poller.register(fd, zmq.POLLIN)
-        log.info(
-            "supervisor started node=%s runtime=%s", self._config.node_name, self._runtime_version()
-        )
+        version = self._runtime_version()
+        log.info("supervisor started node=%s runtime=%s", self._config.node_name, version)
+        if self._config.kubeconfig:
+            machine = MachineFacts.read(Path(self._config.root_dir))
+            runtime = container_runtime_version(version)
+            self.node_object = compose_node(self._config, machine, self._pods.host_ip, runtime)
         self._children.start_all()
         while not (self._stopping and self._children.all_stopped()):
             if self._signalled and not self._stopping:
@@ -198,6 +203,7 @@ class Agent:
         now = time.monotonic()
         deadlines = [self._children.tick()]
         deadlines.append(self._sync.tick(now))
+        self._publish_events()
         if now >= self._next_alive:
             self._bus.publish(ParentAlive(self._sync.runtime_ok, self._node.pleg_ok()))
             self._next_alive = now + ALIVE_S
@@ -209,6 +215,14 @@ class Agent:
         if self._notifier.watchdog_interval:
             deadlines.append(self._next_watchdog)
         return min(deadlines)
+
+    def _publish_events(self) -> None:
+        """Hand new events to the status manager once it listens: broadcasts before it
+        subscribed would be lost, so they wait in the recorder (at most 1000)."""
+        poster = self._children.workers.get("status-manager")
+        if poster is not None and poster.state is State.RUNNING:
+            for event in self._events.take_new():
+                self._bus.publish(EventRecorded(event.api()))
 
     # --- workers ---------------------------------------------------------------------
 

@@ -77,9 +77,30 @@ def cluster_entries(
     """The workers that talk to the API server. Imported here, only when pkletd joins a
     cluster: the official client costs ~0.4 s of start-up (and the fork server's memory)
     that a standalone node should not pay."""
-    from pkletd.workers import apiwatcher
+    from pkletd.supervisor.node.leaseoptions import node_lease_options
+    from pkletd.workers import apiwatcher, nodelease, statusmanager
 
     return {
+        "status-manager": functools.partial(
+            statusmanager.main,
+            settings("status-manager"),
+            config.kubeconfig,
+            config.node_name,
+            statusmanager.Options(
+                kube_api_qps=config.kube_api_qps,
+                kube_api_burst=config.kube_api_burst,
+                event_qps=config.event_record_qps,
+                event_burst=config.event_burst,
+            ),
+        ),
+        "node-lease": functools.partial(
+            nodelease.main,
+            settings("node-lease"),
+            config.kubeconfig,
+            config.container_runtime_endpoint,
+            config.runtime_request_timeout,
+            node_lease_options(config),
+        ),
         "api-watcher": functools.partial(
             apiwatcher.main,
             settings("api-watcher"),

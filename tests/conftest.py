@@ -8,6 +8,13 @@ Runtime fixtures
                        (then ``tests/harness/containerd.py down --dir ...`` stops it).
     ``clean_runtime``  the same daemon; every pod sandbox is removed after the test.
 
+API server
+    ``apiserver``      a started test API server (``tests/harness/apiserver``, bookmarks
+                       every second) in the test's tmp dir; stopped afterwards, and the
+                       test fails if a request thread survives.
+    ``make_apiserver`` a factory for servers with other settings, stopped the same way.
+    ``kube``           ``Kube`` for ``apiserver``: official client APIs and real kubectl.
+
 Every test
     ``no_leaks``       (autouse) fails a test that leaves a child process, an open socket
                        or (when it uses containerd) a pod sandbox behind (``tests/leaks.py``).
@@ -16,14 +23,17 @@ Every test
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests import leaks
 from tests.e2e import Pkletd, dump_logs
 from tests.harness.apiserver import ApiServer, ApiServerConfig
+from tests.harness.apiserver.client import Kube
 from tests.harness.containerd import PrivateContainerd, ensure_installed, remove_all_pods
 
 # PKLETD_TEST_CONTAINERD_DIR gives concurrent test sessions on one machine their own daemon.
@@ -70,15 +80,44 @@ def clean_runtime(containerd: PrivateContainerd) -> Iterator[PrivateContainerd]:
 # --------------------------------------------------------------------------- API server
 
 
+def _request_threads() -> list[threading.Thread]:
+    return [
+        t
+        for t in threading.enumerate()
+        if "process_request_thread" in t.name
+        or t.name.startswith("apiserver-")
+        or t.name == "scheduler"
+    ]
+
+
 @pytest.fixture
-def apiserver(tmp_path: Path) -> Iterator[ApiServer]:
-    """The test API server (``tests/harness/apiserver``), bookmarks every second."""
-    server = ApiServer(tmp_path / "apiserver", ApiServerConfig(bookmark_interval=1.0))
-    server.start()
-    try:
-        yield server
-    finally:
+def make_apiserver(tmp_path: Path) -> Iterator[Callable[..., ApiServer]]:
+    servers: list[ApiServer] = []
+
+    def make(**overrides: Any) -> ApiServer:
+        config = ApiServerConfig(bookmark_interval=1.0)
+        server = ApiServer(tmp_path / f"apiserver-{len(servers)}", config, **overrides)
+        servers.append(server)
+        server.start()
+        return server
+
+    yield make
+    for server in servers:
         server.stop()
+    leaked = _request_threads()
+    assert not leaked, f"threads left after stop(): {[t.name for t in leaked]}"
+
+
+@pytest.fixture
+def apiserver(make_apiserver: Callable[..., ApiServer]) -> ApiServer:
+    return make_apiserver()
+
+
+@pytest.fixture
+def kube(apiserver: ApiServer) -> Iterator[Kube]:
+    client = Kube(apiserver)
+    yield client
+    client.close()
 
 
 # --------------------------------------------------------------------------- pkletd

@@ -21,7 +21,6 @@ from pkletd.ipc.apimodel.podspec import Pod, PodUID
 from pkletd.ipc.apimodel.probespec import ProbeType
 from pkletd.ipc.cri import CriError
 from pkletd.ipc.messages import (
-    EventRecorded,
     Message,
     PodForgotten,
     PodLifecycleEvent,
@@ -64,7 +63,6 @@ class Parts:
     events: EventRecorder
     admitter: admission.Admitter
     sync_frequency: float
-    publish_events: bool = False  # for the status manager to post (pkletd joined a cluster)
 
 
 class SyncLoop:
@@ -77,7 +75,6 @@ class SyncLoop:
         self._events = parts.events
         self._admitter = parts.admitter
         self._sync_frequency = parts.sync_frequency
-        self._publish_events = parts.publish_events
         self._publish = publish
         self._requeue: list[tuple[float, PodUID]] = []
         self._due: dict[PodUID, float] = {}
@@ -88,9 +85,6 @@ class SyncLoop:
 
     def tick(self, now: float) -> float:
         """Requeued syncs and housekeeping that are due; the next deadline."""
-        if self._publish_events:
-            for event in self._events.take_new():
-                self._publish(EventRecorded(event.api()))
         next_requeue = self.run_requeues(now)
         if now >= self._next_housekeeping and not self.stopping:
             self.housekeeping()

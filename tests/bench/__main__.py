@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.bench import __doc__ as PACKAGE_DOC
-from tests.bench import memory, podmix, proberload, restarts, startup, status
+from tests.bench import cluster, memory, podmix, proberload, restarts, startup, status
 from tests.bench.common import (
     PARALLELISM,
     Context,
@@ -28,7 +28,11 @@ from tests.e2e import dump_logs
 from tests.harness.containerd import PrivateContainerd, ensure_installed
 
 BENCH_CONTAINERD_DIR = Path("/tmp/pkletd-ctr-bench")
-STANDALONE = {"podmix": podmix.section, "proberload": proberload.section}
+STANDALONE = {
+    "podmix": podmix.section,
+    "proberload": proberload.section,
+    "cluster": cluster.section,
+}
 STATUS_POLL_MS = 50  # each status request costs the supervisor ~2 ms with 100 pods: poll gently
 
 
@@ -55,6 +59,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--mix-pods", type=int, default=100, help="pods of the pod-mix figure")
     parser.add_argument("--mix-rounds", type=int, default=1, help="floor/pkletd pod-mix rounds")
     parser.add_argument("--probe-pods", type=int, default=110, help="pods of the prober figure")
+    parser.add_argument(
+        "--steady-s", type=float, default=60.0, help="the cluster figure's steady-state window"
+    )
     parser.add_argument(
         "--probe-window", type=float, default=30.0, help="prober measurement window, seconds"
     )
@@ -89,6 +96,8 @@ def bench(ctx: Context) -> None:
         clean_runtime(ctx.daemon.address)
         run("podmix", podmix.section)
         run("proberload", proberload.section)
+        clean_runtime(ctx.daemon.address)
+        run("cluster", cluster.section)
     except BaseException:
         if ctx.agent is not None:
             dump_logs(ctx.agent)

@@ -1,0 +1,202 @@
+"""Figure 7, pkletd as a node of a cluster: API requests per pod and per minute, and
+pod start-up through the API.
+
+The test API server (``tests.harness.apiserver``) runs in the bench's process and
+records every request with its user. pkletd joins it with the node's credentials
+(``system:node:<node>``); only that user's requests are counted (the bench's own
+client is the admin).
+
+* per pod: ``--pods`` (100) pods like the start-up figure's (one busybox loop
+  container, hostNetwork, grace 1) created through the API, bound to the node; the
+  bench waits until the API shows every one Running and ready, then deletes them all
+  (grace 1) and waits until the API no longer has them. pkletd's requests from the
+  first create to the last pod gone, divided by the pods.
+* per minute: with the pods running, pkletd's requests over a ``--steady-s`` (60 s)
+  window.
+* start-up: the first create to the last pod Running in the API, against the
+  static-pod start-up of the same pods (the start-up figure's total, same run).
+
+The kubelet's side is counted from its documented behaviour (KUBELET_FACTS.md §5,
+``status_manager.go``, ``kubelet_node_status.go``): each status write is a GET of
+the pod then a PATCH; a pod that starts sees two writes (ContainerCreating, Running),
+one that is deleted two more (containers stopping, stopped) and the final DELETE; its
+events are Pulled, Created, Started and Killing. At steady state: a lease renewal
+every 10 s, a node GET every 10 s (nodeStatusUpdateFrequency), a node status PATCH
+every 5 min, and its watches re-made every 5-10 min (pods, node, services: ~0.4/min).
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from typing import Any
+
+import kubernetes.client
+from kubernetes.client.rest import ApiException
+
+from tests.bench.common import (
+    BenchPkletd,
+    Context,
+    percentile,
+    progress,
+    ratio,
+    verdict,
+)
+from tests.e2e import BUSYBOX, wait_for
+from tests.harness.apiserver import ApiServer, ApiServerConfig
+from tests.harness.apiserver.client import Kube
+
+KUBELET_PER_POD = 2 * 2 + 2 * 2 + 1 + 4  # (GET + PATCH) x 4 writes, DELETE, 4 events
+KUBELET_PER_MINUTE = 6 + 6 + 0.2 + 0.4  # lease, node GET, node PATCH, watch re-lists
+POLL_S = 0.2
+RUN = "trap 'exit 0' TERM; while true; do sleep 1; done"
+
+
+def bench_pod(name: str, node: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeName": node,
+            "hostNetwork": True,
+            "automountServiceAccountToken": False,
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "c0", "image": BUSYBOX, "command": ["sh", "-c", RUN]}],
+        },
+    }
+
+
+def ready(pod: Any) -> bool:
+    statuses = pod.status.container_statuses or []
+    return pod.status.phase == "Running" and bool(statuses) and all(s.ready for s in statuses)
+
+
+def section(ctx: Context) -> None:
+    server = ApiServer(ctx.scratch / "apiserver", ApiServerConfig())
+    server.start()
+    agent = BenchPkletd(ctx.daemon.address, ctx.args.parallelism)
+    kube = Kube(server)
+    try:
+        agent.join_cluster(server).start()
+        ctx.agent = agent
+        node = f"system:node:{agent.node}"
+        wait_for("the node registered", lambda: _registered(kube, agent.node), timeout=60)
+        started, running_at = _create(kube, agent.node, ctx.args.pods)
+        steady = _steady(server, node, ctx.args.steady_s)
+        deleted = _delete(kube, ctx.args.pods)
+        _report(ctx, server, node, started, running_at, steady, deleted)
+    finally:
+        ctx.drop_agent()
+        kube.close()
+        server.stop()
+
+
+def _registered(kube: Kube, node: str) -> bool:
+    try:
+        kube.core.read_node(node)
+    except ApiException:
+        return False
+    return True
+
+
+def _create(kube: Kube, node: str, count: int) -> tuple[float, dict[str, float]]:
+    """Create the pods; when each was first seen Running and ready (time.time())."""
+    progress(f"cluster: creating {count} pods through the API")
+    started = time.time()
+    created: dict[str, float] = {}
+    for i in range(count):
+        name = f"api{i:03d}"
+        kube.core.create_namespaced_pod("default", bench_pod(name, node))
+        created[name] = time.time()
+    running: dict[str, float] = {}
+
+    def all_running() -> bool:
+        now = time.time()
+        for pod in kube.core.list_namespaced_pod("default").items:
+            if pod.metadata.name in created and pod.metadata.name not in running and ready(pod):
+                running[pod.metadata.name] = now
+        return len(running) == count
+
+    wait_for("every API pod Running", all_running, timeout=300, every=POLL_S)
+    return started, {n: running[n] - created[n] for n in created} | {"_last": max(running.values())}
+
+
+def _steady(server: ApiServer, user: str, seconds: float) -> int:
+    progress(f"cluster: counting the node's requests at steady state for {seconds:.0f} s")
+    since = time.time()
+    time.sleep(seconds)  # a measuring window, not a synchronisation
+    return len(server.requests(user=user, since=since))
+
+
+def _delete(kube: Kube, count: int) -> tuple[float, float]:
+    progress(f"cluster: deleting the {count} pods")
+    began = time.time()
+    body = kubernetes.client.V1DeleteOptions(grace_period_seconds=1)
+    for i in range(count):
+        kube.core.delete_namespaced_pod(f"api{i:03d}", "default", body=body)
+
+    def all_gone() -> bool:
+        names = {p.metadata.name for p in kube.core.list_namespaced_pod("default").items}
+        return not any(n.startswith("api") for n in names)
+
+    wait_for("every API pod deleted", all_gone, timeout=300, every=POLL_S)
+    return began, time.time()
+
+
+def _report(
+    ctx: Context,
+    server: ApiServer,
+    user: str,
+    started: float,
+    running: dict[str, float],
+    steady: int,
+    deleted: tuple[float, float],
+) -> None:
+    count = ctx.args.pods
+    last_running = running.pop("_last")
+    records = [
+        r
+        for r in server.requests(user=user, since=started)
+        if r.when <= last_running or deleted[0] <= r.when <= deleted[1]
+    ]
+    by_kind = collections.Counter(
+        f"{r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''}" for r in records
+    )
+    per_pod = len(records) / count
+    per_minute = steady * 60 / ctx.args.steady_s
+    total = last_running - started
+    latencies = sorted(running.values())
+    static_total = ctx.figures.get("startup_pkletd_total_s", float("nan"))
+    print(
+        f"API requests per pod, created -> Running -> deleted ({count} pods): "
+        f"pkletd {per_pod:.1f} vs the kubelet's {KUBELET_PER_POD} = "
+        f"{ratio(per_pod, KUBELET_PER_POD):.2f}x [target <= 1x: "
+        f"{verdict(per_pod <= KUBELET_PER_POD)}]"
+    )
+    print("  by call: " + ", ".join(f"{k} {v / count:.2f}" for k, v in by_kind.most_common()))
+    print(
+        f"API requests per minute at steady state ({count} pods): pkletd {per_minute:.1f} "
+        f"vs the kubelet's {KUBELET_PER_MINUTE:.1f} = "
+        f"{ratio(per_minute, KUBELET_PER_MINUTE):.2f}x [target <= 1x: "
+        f"{verdict(per_minute <= KUBELET_PER_MINUTE)}]"
+    )
+    print(
+        f"pod start-up through the API ({count} pods, created -> Running in the API): "
+        f"total {total:.2f} s vs static pods {static_total:.2f} s = "
+        f"{ratio(total, static_total):.2f}x; per pod p50 {percentile(latencies, 50):.2f} s, "
+        f"p99 {percentile(latencies, 99):.2f} s"
+    )
+    ctx.figures.update(
+        {
+            "cluster_requests_per_pod": per_pod,
+            "cluster_requests_per_minute": per_minute,
+            "cluster_requests_by_call_per_pod": {k: v / count for k, v in by_kind.items()},
+            "cluster_startup_total_s": total,
+            "cluster_startup_ratio": ratio(total, static_total),
+            "cluster_startup_p50_s": percentile(latencies, 50),
+            "cluster_startup_p99_s": percentile(latencies, 99),
+        }
+    )
+    ctx.figures["targets_met"]["cluster_requests_per_pod"] = per_pod <= KUBELET_PER_POD
+    ctx.figures["targets_met"]["cluster_requests_per_minute"] = per_minute <= KUBELET_PER_MINUTE

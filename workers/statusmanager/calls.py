@@ -1,0 +1,144 @@
+"""The API calls the status manager makes: a seam (``KubeCalls``) and the real one on the
+official client (``ClientCalls``); ``fakecalls.FakeCalls`` is the fake.
+
+Every call takes and returns plain JSON dicts, as the API serves them, and raises the
+client's exceptions (``ApiException`` with the HTTP status; a connection error from
+urllib3). Reads, patches and deletes go through ``CoreV1Api`` with
+``_preload_content=False`` (the JSON as served, not the client's models). The two
+creates (a mirror pod, an Event) post the dict through the same ``ApiClient``
+(``param_serialize`` and ``call_api``, which is what ``CoreV1Api`` does inside): the
+typed ``create_namespaced_pod`` first converts its body to the client's pydantic models,
+which refuse what a manifest may hold (``cpu: 1`` as a number) and drop the fields they
+do not know.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol
+
+import kubernetes.client
+from kubernetes.client.exceptions import ApiException
+
+Obj = dict[str, Any]
+STRATEGIC = "application/strategic-merge-patch+json"
+
+
+class KubeCalls(Protocol):
+    """The calls, each blocking (run on a job thread, never on the worker's loop)."""
+
+    def list_node_pods(self, node_name: str) -> list[Obj]: ...
+
+    def read_pod(self, namespace: str, name: str) -> Obj: ...
+
+    def create_pod(self, namespace: str, pod: Obj) -> Obj: ...
+
+    def patch_pod_status(self, namespace: str, name: str, patch: Obj) -> Obj: ...
+
+    def delete_pod(self, namespace: str, name: str, uid: str) -> None:
+        """Delete with grace 0 and ``uid`` as the precondition."""
+        ...
+
+    def read_node(self, name: str) -> Obj: ...
+
+    def create_event(self, namespace: str, event: Obj) -> Obj: ...
+
+    def patch_event(self, namespace: str, name: str, patch: Obj) -> Obj: ...
+
+    def close(self) -> None: ...
+
+
+def _json(response: Any) -> Obj:
+    body = response.data
+    return json.loads(body) if body else {}
+
+
+class ClientCalls:
+    """``KubeCalls`` on ``kubernetes.client``; ``timeout`` bounds every call."""
+
+    def __init__(self, client: kubernetes.client.ApiClient, timeout: float) -> None:
+        self._client = client
+        self._core = kubernetes.client.CoreV1Api(client)
+        self._timeout = timeout
+
+    def list_node_pods(self, node_name: str) -> list[Obj]:
+        response = self._core.list_pod_for_all_namespaces(
+            field_selector=f"spec.nodeName={node_name}",
+            _preload_content=False,
+            _request_timeout=self._timeout,
+        )
+        items: list[Obj] = _json(response).get("items") or []
+        return items
+
+    def read_pod(self, namespace: str, name: str) -> Obj:
+        response = self._core.read_namespaced_pod(
+            name, namespace, _preload_content=False, _request_timeout=self._timeout
+        )
+        return _json(response)
+
+    def create_pod(self, namespace: str, pod: Obj) -> Obj:
+        return self._post(f"/api/v1/namespaces/{namespace}/pods", pod)
+
+    def patch_pod_status(self, namespace: str, name: str, patch: Obj) -> Obj:
+        response = self._core.patch_namespaced_pod_status(
+            name,
+            namespace,
+            patch,
+            _content_type=STRATEGIC,
+            _preload_content=False,
+            _request_timeout=self._timeout,
+        )
+        return _json(response)
+
+    def delete_pod(self, namespace: str, name: str, uid: str) -> None:
+        options = kubernetes.client.V1DeleteOptions(
+            grace_period_seconds=0, preconditions=kubernetes.client.V1Preconditions(uid=uid)
+        )
+        response = self._core.delete_namespaced_pod(
+            name, namespace, body=options, _preload_content=False, _request_timeout=self._timeout
+        )
+        _json(response)  # read to the end: the connection goes back to the pool
+
+    def read_node(self, name: str) -> Obj:
+        response = self._core.read_node(
+            name, _preload_content=False, _request_timeout=self._timeout
+        )
+        return _json(response)
+
+    def create_event(self, namespace: str, event: Obj) -> Obj:
+        return self._post(f"/api/v1/namespaces/{namespace}/events", event)
+
+    def patch_event(self, namespace: str, name: str, patch: Obj) -> Obj:
+        response = self._core.patch_namespaced_event(
+            name,
+            namespace,
+            patch,
+            _content_type=STRATEGIC,
+            _preload_content=False,
+            _request_timeout=self._timeout,
+        )
+        return _json(response)
+
+    def close(self) -> None:
+        """Close the idle connections now (urllib3 2's ``PoolManager.clear`` leaves them to
+        the garbage collector), then the client."""
+        pools = self._client.rest_client.pool_manager.pools
+        for key in list(pools.keys()):
+            pool = pools.get(key)
+            if pool is not None:
+                pool.close()
+        self._client.close()  # type: ignore[no-untyped-call]
+
+    def _post(self, path: str, body: Obj) -> Obj:
+        request = self._client.param_serialize(
+            method="POST",
+            resource_path=path,
+            header_params={"Accept": "application/json", "Content-Type": "application/json"},
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = self._client.call_api(*request, _request_timeout=self._timeout)
+        response.read()  # type: ignore[no-untyped-call]
+        if not 200 <= response.status <= 299:
+            raise ApiException.from_response(http_resp=response, body=None, data=None)
+        return json.loads(response.data) if response.data else {}

@@ -1,0 +1,101 @@
+"""What the parts of the status manager share: the API access, the node's name, the
+settings, the clocks, the server's health and when the loop must wake next."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from pkletd.ipc import kubeapi
+from pkletd.workers.statusmanager.calls import KubeCalls
+from pkletd.workers.statusmanager.jobs import Jobs
+from pkletd.workers.statusmanager.retry import ApiHealth, Retry
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """The status manager's settings; the defaults are the kubelet's."""
+
+    kube_api_qps: int
+    kube_api_burst: int
+    event_qps: int  # eventRecordQPS; 0: no limit
+    event_burst: int
+    status_sync_period: float = 10.0  # the kubelet's status manager syncPeriod
+    request_timeout: float = kubeapi.REQUEST_TIMEOUT_S
+    retry_first: float = 1.0
+    retry_max: float = 30.0
+    event_queue_limit: int = 1000  # client-go's maxQueuedEvents
+    threads: int = 4  # calls about pods at once
+
+
+class Clock(Protocol):
+    def monotonic(self) -> float: ...
+
+    def time(self) -> float: ...
+
+
+class SystemClock:
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def time(self) -> float:
+        return time.time()
+
+
+@dataclass(frozen=True, slots=True)
+class ApiAccess:
+    """The calls and the threads they run on: pods, and events (their own rate)."""
+
+    calls: KubeCalls
+    event_calls: KubeCalls
+    jobs: Jobs
+    event_jobs: Jobs
+
+    def close(self) -> None:
+        for jobs in (self.jobs, self.event_jobs):
+            jobs.close()
+        for calls in (self.calls, self.event_calls):
+            calls.close()
+
+
+class Context:
+    def __init__(self, api: ApiAccess, node_name: str, options: Options, clock: Clock) -> None:
+        self.api = api
+        self.node = node_name
+        self.options = options
+        self.clock = clock
+        self.health = ApiHealth()
+        self.wake = 0.0  # the loop's next wake-up, lowered by what waits for a time
+        self.on_back: list[Callable[[], None]] = []  # run when the server answers again
+        self._writes = 0
+
+    def due(self, retry: Retry, now: float) -> bool:
+        """``retry`` allows a call now; if not, wake when it will."""
+        if retry.due <= now:
+            return True
+        self.wake = min(self.wake, retry.due)
+        return False
+
+    def retry_later(self, retry: Retry) -> None:
+        options = self.options
+        retry.failed(self.clock.monotonic(), options.retry_first, options.retry_max)
+
+    def wrote(self) -> int:
+        """A write ended: its number, so a list issued before it does not undo it."""
+        self._writes += 1
+        return self._writes
+
+    @property
+    def writes(self) -> int:
+        return self._writes
+
+    def ok(self) -> None:
+        """A call succeeded: if the server was down, everything that waits goes now."""
+        if self.health.succeeded():
+            for back in self.on_back:
+                back()
+
+    def failed(self, call: str, exc: BaseException) -> None:
+        self.health.failed(call, exc)

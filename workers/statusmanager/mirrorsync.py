@@ -1,0 +1,221 @@
+"""Keeping mirror pods: one ``MirrorSlot`` per static pod's name, what the API holds there
+(from the periodic list, or the last call), and the call that brings it where it
+should be (``mirrors.action``): read, create, or delete (grace 0, UID precondition).
+
+A slot is settled when nothing is to be done; one that no static pod wants any more is
+dropped then. The Node's UID (for the owner reference) is read once, when a mirror
+pod is first to be created.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from pkletd.ipc import kubeapi
+from pkletd.workers.statusmanager import mirrors, podstatus
+from pkletd.workers.statusmanager.context import Context
+from pkletd.workers.statusmanager.mirrors import Action, SeenKind
+from pkletd.workers.statusmanager.retry import Retry
+from pkletd.workers.statusmanager.state import MirrorSlot, PodEntry
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+Where = tuple[str, str]
+NODE = "node"
+GONE, CONFLICT = 404, 409
+
+
+class MirrorKeeper:
+    def __init__(
+        self,
+        context: Context,
+        pod: Callable[[str], PodEntry | None],
+        changed: Callable[[str], None],
+    ) -> None:
+        """``pod`` finds a static pod by UID; ``changed`` says its mirror changed."""
+        self._context = context
+        self._pod = pod
+        self._changed = changed
+        self._slots: dict[Where, MirrorSlot] = {}
+        self._node_uid: str | None = None
+        self._node_retry = Retry()
+        context.on_back.append(self._retry_now)
+
+    # --- what the parent has ---------------------------------------------------------
+
+    def want(self, entry: PodEntry) -> None:
+        """A static pod the parent has: its mirror pod should exist."""
+        assert entry.static_hash is not None
+        slot = self._slots.get(entry.where)
+        if slot is None:
+            slot = self._slots[entry.where] = MirrorSlot(*entry.where)
+        slot.want_uid = entry.uid
+        slot.forgotten.discard(entry.static_hash)
+
+    def let_go(self, entry: PodEntry) -> None:
+        """The parent forgot a static pod: its mirror pod goes."""
+        assert entry.static_hash is not None
+        slot = self._slots.get(entry.where)
+        if slot is not None:
+            slot.want_uid = "" if slot.want_uid == entry.uid else slot.want_uid
+            slot.forgotten.add(entry.static_hash)
+
+    # --- the mirror pod as the status writer sees it -------------------------------------
+
+    def target(self, entry: PodEntry) -> str | None:
+        """The UID of the static pod's current mirror pod (None: there is none now)."""
+        slot = self._slots.get(entry.where)
+        if slot is None or slot.want_uid != entry.uid or entry.static_hash is None:
+            return None
+        return slot.seen.uid if mirrors.is_mirror_of(slot.seen, entry.static_hash) else None
+
+    def has_scheduled(self, entry: PodEntry) -> bool:
+        slot = self._slots.get(entry.where)
+        return slot is not None and podstatus.has_scheduled(slot.seen.status)
+
+    def status_written(self, entry: PodEntry, target: str, status: Obj) -> None:
+        slot = self._slots.get(entry.where)
+        if slot is not None and slot.seen.uid == target:
+            slot.seen = replace(slot.seen, status=status)
+
+    def lost(self, entry: PodEntry) -> None:
+        """A status write found the mirror pod gone or replaced: look again."""
+        slot = self._slots.get(entry.where)
+        if slot is not None:
+            slot.seen, slot.touched = mirrors.UNKNOWN, self._context.wrote()
+
+    def listed(self, index: dict[Where, Obj], issued: int) -> None:
+        """What the list shows, where no write ended since it was issued."""
+        for where, slot in self._slots.items():
+            if slot.touched <= issued and not self._context.api.jobs.busy(_key(where)):
+                slot.seen = mirrors.seen(index.get(where))
+
+    # --- calls -------------------------------------------------------------------------
+
+    def sync(self, now: float, list_pending: bool) -> None:
+        """Start the calls that are due; a slot in doubt waits for a pending list."""
+        for slot in list(self._slots.values()):
+            self._sync_slot(slot, now, list_pending)
+        self._sync_node(now)
+
+    def _want_hash(self, slot: MirrorSlot) -> str | None:
+        entry = self._pod(slot.want_uid) if slot.want_uid else None
+        return entry.static_hash if entry is not None else None
+
+    def _sync_slot(self, slot: MirrorSlot, now: float, list_pending: bool) -> None:
+        where = (slot.namespace, slot.name)
+        if self._context.api.jobs.busy(_key(where)):
+            return
+        want = self._want_hash(slot)
+        act = mirrors.action(slot.seen, want, frozenset(slot.forgotten))
+        if act is Action.NONE:
+            self._settled(slot, want)
+            return
+        if act is Action.READ and list_pending:
+            return
+        if act is Action.CREATE and self._node_uid is None:
+            return  # the Node's UID first (_sync_node)
+        if not self._context.due(slot.retry, now):
+            return
+        call = self._call(slot, act)
+        self._context.api.jobs.submit(_key(where), call, self._done(where, act))
+
+    def _settled(self, slot: MirrorSlot, want: str | None) -> None:
+        if want is None:
+            del self._slots[(slot.namespace, slot.name)]
+        elif slot.seen.kind is SeenKind.OTHER and not slot.warned_other:
+            slot.warned_other = True
+            log.warning(
+                "a pod that is not a mirror pod has the static pod's name; left alone pod=%s/%s",
+                slot.namespace,
+                slot.name,
+            )
+
+    def _call(self, slot: MirrorSlot, act: Action) -> Callable[[], Any]:
+        calls, namespace, name = self._context.api.calls, slot.namespace, slot.name
+        if act is Action.READ:
+            return lambda: calls.read_pod(namespace, name)
+        if act is Action.DELETE:
+            uid = slot.seen.uid
+            return lambda: calls.delete_pod(namespace, name, uid)
+        entry = self._pod(slot.want_uid)
+        assert entry is not None and self._node_uid is not None
+        body = mirrors.mirror_pod(entry.pod, self._context.node, self._node_uid)
+        return lambda: calls.create_pod(namespace, body)
+
+    def _done(self, where: Where, act: Action) -> Callable[[Any], None]:
+        def done(outcome: Any) -> None:
+            slot = self._slots.get(where)
+            if slot is None:
+                return
+            slot.touched = self._context.wrote()
+            before = slot.seen
+            if isinstance(outcome, Exception):
+                self._failed(slot, act, outcome)
+            else:
+                self._succeeded(slot, act, outcome)
+            if before.kind is SeenKind.MIRROR and slot.seen.kind is SeenKind.ABSENT:
+                slot.forgotten.discard(before.hash)
+            if slot.want_uid:
+                self._changed(slot.want_uid)
+
+        return done
+
+    def _succeeded(self, slot: MirrorSlot, act: Action, outcome: Any) -> None:
+        self._context.ok()
+        slot.retry.succeeded()
+        before, where = slot.seen, f"{slot.namespace}/{slot.name}"
+        slot.seen = mirrors.ABSENT if act is Action.DELETE else mirrors.seen(outcome)
+        if act is Action.CREATE:
+            log.info("created mirror pod pod=%s uid=%s", where, slot.seen.uid)
+        elif act is Action.DELETE:
+            log.info("deleted mirror pod pod=%s uid=%s", where, before.uid)
+
+    def _failed(self, slot: MirrorSlot, act: Action, exc: Exception) -> None:
+        code = kubeapi.status_of(exc)
+        if code == GONE and act is not Action.CREATE:
+            slot.seen = mirrors.ABSENT
+        elif code == CONFLICT:
+            slot.seen = mirrors.UNKNOWN  # another pod there (create) or now (delete): look
+        else:
+            self._context.failed(f"{act.value} mirror pod", exc)
+            self._context.retry_later(slot.retry)
+            return
+        slot.retry.succeeded()
+
+    # --- the Node's UID ---------------------------------------------------------------
+
+    def _sync_node(self, now: float) -> None:
+        if self._node_uid is not None or self._context.api.jobs.busy(NODE):
+            return
+        needed = any(
+            mirrors.action(s.seen, self._want_hash(s), frozenset()) is Action.CREATE
+            for s in self._slots.values()
+        )
+        if not needed or not self._context.due(self._node_retry, now):
+            return
+        calls, node = self._context.api.calls, self._context.node
+        self._context.api.jobs.submit(NODE, lambda: calls.read_node(node), self._node_read)
+
+    def _node_read(self, outcome: Obj | Exception) -> None:
+        if isinstance(outcome, Exception):
+            self._context.failed("read node", outcome)
+            self._context.retry_later(self._node_retry)
+            return
+        self._context.ok()
+        self._node_uid = (outcome.get("metadata") or {}).get("uid") or None
+        if self._node_uid is None:
+            self._context.retry_later(self._node_retry)
+
+    def _retry_now(self) -> None:
+        for slot in self._slots.values():
+            slot.retry.now()
+        self._node_retry.now()
+
+
+def _key(where: Where) -> tuple[str, str, str]:
+    return ("mirror", *where)

@@ -1,0 +1,112 @@
+"""What the status manager writes of a pod's status, and whether the API already has it.
+
+The parent computes the whole status; the API pod's status also holds what others
+wrote. The kubelet's ``mergePodStatus`` keeps the conditions it does not own (a
+readiness gate's, a controller's) and sends its own; pkletd sends its own conditions
+in a strategic-merge patch, which the API merges by ``type``, so the others stay
+without being read first. Of the kubelet-owned ``PodScheduled`` (the scheduler's for an
+API pod; the kubelet keeps its time) pkletd sends its own only where the API pod has
+none (a mirror pod, a pod created with ``nodeName``). ``qosClass`` is the API server's
+(set at creation) and is not sent. ``podIPs`` and ``hostIPs`` are lists the API merges
+by ``ip``: they carry ``$patch: replace``, so a changed IP replaces the old one.
+
+``covers(have, want)``: ``have`` (the API's status, or the last one written) already
+says all that ``want`` says, with ``null``, ``""``, ``[]`` and ``{}`` alike (the API
+omits them) and conditions matched by type.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+Obj = dict[str, Any]
+
+SOURCE_ANNOTATION = "kubernetes.io/config.source"
+HASH_ANNOTATION = "kubernetes.io/config.hash"
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+STATIC_SOURCES = ("file", "http")
+SCHEDULED = "PodScheduled"
+# pkg/kubelet/types/pod_status.go: owned (less PodScheduled, above) and shared.
+KUBELET_CONDITIONS = frozenset(
+    {
+        "PodReadyToStartContainers",
+        "Initialized",
+        "ContainersReady",
+        "Ready",
+        "PodResizePending",
+        "PodResizeInProgress",
+        "DisruptionTarget",
+    }
+)
+NOT_SENT = ("qosClass",)
+REPLACED_LISTS = ("podIPs", "hostIPs")
+
+
+def annotations_of(pod: Obj) -> dict[str, str]:
+    found: dict[str, str] = (pod.get("metadata") or {}).get("annotations") or {}
+    return found
+
+
+def is_static(pod: Obj) -> bool:
+    """A pod of the file or HTTP source, whose API reflection is a mirror pod."""
+    return annotations_of(pod).get(SOURCE_ANNOTATION) in STATIC_SOURCES
+
+
+def has_scheduled(status: Obj | None) -> bool:
+    return any(c.get("type") == SCHEDULED for c in (status or {}).get("conditions") or [])
+
+
+def owned(status: Obj, with_scheduled: bool) -> Obj:
+    """The part of the parent's ``status`` the status manager writes."""
+    mine = {k: copy.deepcopy(v) for k, v in status.items() if k not in NOT_SENT}
+    if "conditions" in mine:
+        mine["conditions"] = [
+            c
+            for c in mine["conditions"]
+            if c.get("type") in KUBELET_CONDITIONS
+            or (with_scheduled and c.get("type") == SCHEDULED)
+        ]
+    return mine
+
+
+def patch(uid: str, status: Obj) -> Obj:
+    """The strategic-merge patch of ``pods/<name>/status``, with ``uid`` as precondition."""
+    wire = dict(status)
+    for key in REPLACED_LISTS:
+        if wire.get(key):
+            wire[key] = [*wire[key], {"$patch": "replace"}]
+    return {"metadata": {"uid": uid}, "status": wire}
+
+
+def _empty(value: Any) -> bool:
+    return value is None or value == "" or value == [] or value == {}
+
+
+def covers(have: Any, want: Any) -> bool:
+    """``have`` says all that ``want`` says (see the module doc)."""
+    if isinstance(want, dict):
+        if not isinstance(have, dict):
+            return _empty(have) and all(_empty(v) for v in want.values())
+        return all(covers(have.get(k), v) for k, v in want.items())
+    if isinstance(want, list):
+        have = have if isinstance(have, list) else ([] if _empty(have) else None)
+        if have is None or len(have) != len(want):
+            return False
+        return all(covers(h, w) for h, w in zip(have, want, strict=True))
+    if _empty(want):
+        return _empty(have)
+    return bool(have == want)
+
+
+def status_covers(have: Obj | None, want: Obj) -> bool:
+    """``covers`` for pod statuses: conditions are matched by type, others left alone."""
+    have = have or {}
+    for key, value in want.items():
+        if key == "conditions":
+            theirs = {c.get("type"): c for c in have.get("conditions") or []}
+            if not all(covers(theirs.get(c.get("type")), c) for c in value):
+                return False
+        elif not covers(have.get(key), value):
+            return False
+    return True
