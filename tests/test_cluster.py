@@ -16,7 +16,7 @@ from kubernetes.client.rest import ApiException
 from tests.e2e import BUSYBOX, Pkletd, wait_for
 from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube
-from tests.harness.containerd import PrivateContainerd, remove_all_pods
+from tests.harness.containerd import PrivateContainerd, list_pod_sandboxes, remove_all_pods
 
 pytestmark = pytest.mark.slow
 
@@ -244,3 +244,42 @@ def wait_for_seconds(seconds: float, agent: Pkletd) -> None:
     while time.monotonic() < deadline:
         assert agent.all_running()
         time.sleep(1.0)
+
+
+def test_a_pod_the_node_cannot_take_is_failed_in_the_api(
+    pkletd: Pkletd, apiserver: ApiServer, kube: Kube
+) -> None:
+    pkletd.join_cluster(apiserver).start()
+    greedy = pod("greedy", pkletd.node)
+    greedy["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1000"}}
+    kube.core.create_namespaced_pod("default", greedy)
+
+    def failed() -> Any:
+        found = api_pod(kube, "greedy")
+        return found if found is not None and found.status.phase == "Failed" else None
+
+    found = wait_for("the rejected pod Failed in the API", failed, timeout=30)
+    assert found.status.reason == "OutOfcpu"
+    assert found.status.message.startswith("Pod was rejected: Node didn't have enough resource")
+
+
+def test_a_restarted_parent_keeps_its_pods_and_cleans_up_what_the_api_removed(
+    pkletd: Pkletd, apiserver: ApiServer, kube: Kube
+) -> None:
+    pkletd.join_cluster(apiserver).start()
+    for name in ("kept", "removed"):
+        kube.core.create_namespaced_pod("default", pod(name, pkletd.node))
+        running(kube, name)
+    kept_id = pkletd.pods()["kept"]["containers"][0]["container_id"]
+    pkletd.kill()  # SIGKILL: the workers follow the parent, the pods stay
+    kube.core.delete_namespaced_pod("removed", "default", grace_period_seconds=0)
+    pkletd.start()
+
+    def sandbox_names() -> list[str]:
+        return [s.metadata.name for s in list_pod_sandboxes(pkletd.endpoint)]
+
+    wait_for("the removed pod's sandbox gone", lambda: "removed" not in sandbox_names())
+    wait_for("the kept pod seen running", lambda: pkletd.pods().get("kept"))
+    assert pkletd.pods()["kept"]["containers"][0]["container_id"] == kept_id
+    assert running(kube, "kept").status.container_statuses[0].restart_count == 0
+    assert api_pod(kube, "removed") is None

@@ -2,7 +2,7 @@
 
 The worker runs in this process with short periods; a fake stands in for the CRI
 calls; its loop is pumped by ``Running.until`` (a poll on the worker's fds with a
-deadline). ``Faults`` is the smallest hook into the server's router to delay or fail
+deadline). ``Faults`` is the smallest hook into the apiserver's router to delay or fail
 requests of one kind.
 """
 
@@ -14,7 +14,6 @@ import select
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,7 +25,7 @@ from pkletd.supervisor.node.facts import MachineFacts, compose_node
 from pkletd.workers.nodelease import NodeLeaseOptions, NodeLeaseWorker
 from pkletd.workers.nodelease.api import KubeNodeApi
 
-from tests.harness.apiserver import ApiServer, ApiServerConfig, errors
+from tests.harness.apiserver import ApiServer, errors
 from tests.harness.apiserver.client import Kube
 from tests.harness.apiserver.kinds.nodes import is_ready
 from tests.workers.nodelease_helpers import CNI_DOWN, READY_CONDITIONS, FakeRuntime
@@ -72,12 +71,12 @@ def composed_node() -> dict[str, Any]:
 class Faults:
     """Delay or fail requests of one kind: ``(method, resource, subresource)``."""
 
-    def __init__(self, server: ApiServer) -> None:
-        self._router = server.parts.router
+    def __init__(self, apiserver: ApiServer) -> None:
+        self._router = apiserver.parts.router
         self._released = threading.Event()
         self.delayed: set[tuple[str, str, str]] = set()
         self.failed: set[tuple[str, str, str]] = set()
-        server.parts.router = self  # type: ignore[assignment]
+        apiserver.parts.router = self  # type: ignore[assignment]
 
     def route(self, h: Any, info: Any, user: Any) -> None:
         kind = (h.command, info.resource, info.subresource)
@@ -109,8 +108,10 @@ class Bus:
 class Running:
     """A worker and its loop, pumped by the test."""
 
-    def __init__(self, server: ApiServer, runtime: FakeRuntime, options: NodeLeaseOptions) -> None:
-        path = str(server.kubeconfig(user=f"system:node:{NODE}", groups=["system:nodes"]))
+    def __init__(
+        self, apiserver: ApiServer, runtime: FakeRuntime, options: NodeLeaseOptions
+    ) -> None:
+        path = str(apiserver.kubeconfig(user=f"system:node:{NODE}", groups=["system:nodes"]))
         timeout = options.api_timeout()
         self.bus = Bus()
         self.worker = NodeLeaseWorker(
@@ -149,26 +150,20 @@ class Running:
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[ApiServer]:
-    api = ApiServer(tmp_path / "apiserver", ApiServerConfig(bookmark_interval=1.0))
-    api.start()
-    yield api
-    api.stop()
-
-
-@pytest.fixture
-def faults(server: ApiServer) -> Iterator[Faults]:
-    found = Faults(server)
+def faults(apiserver: ApiServer) -> Iterator[Faults]:
+    found = Faults(apiserver)
     yield found
     found.release()
 
 
 @pytest.fixture
-def start(server: ApiServer, faults: Faults) -> Iterator[Callable[..., Running]]:
+def start(apiserver: ApiServer, faults: Faults) -> Iterator[Callable[..., Running]]:
     running: list[Running] = []
 
     def make(runtime: FakeRuntime | None = None, **changes: Any) -> Running:
-        worker = Running(server, runtime or FakeRuntime(), dataclasses.replace(OPTIONS, **changes))
+        worker = Running(
+            apiserver, runtime or FakeRuntime(), dataclasses.replace(OPTIONS, **changes)
+        )
         running.append(worker)
         return worker
 
@@ -179,36 +174,36 @@ def start(server: ApiServer, faults: Faults) -> Iterator[Callable[..., Running]]
 
 
 @pytest.fixture
-def kube(server: ApiServer) -> Iterator[Kube]:
-    found = Kube(server)
+def kube(apiserver: ApiServer) -> Iterator[Kube]:
+    found = Kube(apiserver)
     yield found
     found.close()
 
 
-def node_of(server: ApiServer) -> dict[str, Any] | None:
-    return server.store.get("nodes", "", NODE)
+def node_of(apiserver: ApiServer) -> dict[str, Any] | None:
+    return apiserver.store.get("nodes", "", NODE)
 
 
-def lease_of(server: ApiServer) -> dict[str, Any] | None:
-    return server.store.get(*LEASES)
+def lease_of(apiserver: ApiServer) -> dict[str, Any] | None:
+    return apiserver.store.get(*LEASES)
 
 
-def ready_of(server: ApiServer) -> dict[str, Any]:
-    node = node_of(server) or {}
+def ready_of(apiserver: ApiServer) -> dict[str, Any]:
+    node = node_of(apiserver) or {}
     conditions = (node.get("status") or {}).get("conditions") or []
     return next((c for c in conditions if c["type"] == "Ready"), {})
 
 
-def renew_time(server: ApiServer) -> str:
-    return str(((lease_of(server) or {}).get("spec") or {}).get("renewTime", ""))
+def renew_time(apiserver: ApiServer) -> str:
+    return str(((lease_of(apiserver) or {}).get("spec") or {}).get("renewTime", ""))
 
 
-def renewals(running: Running, server: ApiServer, count: int) -> list[str]:
-    seen = [renew_time(server)]
+def renewals(running: Running, apiserver: ApiServer, count: int) -> list[str]:
+    seen = [renew_time(apiserver)]
     for i in range(count):
         seen.append(
             running.until(
-                lambda: renew_time(server) if renew_time(server) > seen[-1] else None,
+                lambda: renew_time(apiserver) if renew_time(apiserver) > seen[-1] else None,
                 f"lease renewal {i + 1}",
             )
         )
@@ -219,11 +214,11 @@ def renewals(running: Running, server: ApiServer, count: int) -> list[str]:
 
 
 def test_node_registers_ready_with_its_lease(
-    server: ApiServer, start: Callable[..., Running], kube: Kube
+    apiserver: ApiServer, start: Callable[..., Running], kube: Kube
 ) -> None:
     worker = start()
-    worker.until(lambda: ready_of(server).get("status") == "True", "Ready=True")
-    node = node_of(server)
+    worker.until(lambda: ready_of(apiserver).get("status") == "True", "Ready=True")
+    node = node_of(apiserver)
     assert node is not None
     labels = node["metadata"]["labels"]
     assert labels["kubernetes.io/hostname"] == NODE and labels["tier"] == "edge"
@@ -235,15 +230,15 @@ def test_node_registers_ready_with_its_lease(
     assert status["nodeInfo"]["containerRuntimeVersion"] == "containerd://1.6.20"
     assert status["nodeInfo"]["kubeletVersion"] == "v1.32.0-pkletd"
     assert status["images"][0]["names"] == ["nginx@sha256:2", "nginx:1.25"]
-    assert ready_of(server)["message"] == "kubelet is posting ready status"
+    assert ready_of(apiserver)["message"] == "kubelet is posting ready status"
 
-    lease = worker.until(lambda: lease_of(server), "the lease")
+    lease = worker.until(lambda: lease_of(apiserver), "the lease")
     assert lease["spec"]["holderIdentity"] == NODE
     assert lease["spec"]["leaseDurationSeconds"] == 40
     assert lease["metadata"]["ownerReferences"] == [
         {"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": node["metadata"]["uid"]}
     ]
-    times = renewals(worker, server, 2)
+    times = renewals(worker, apiserver, 2)
     assert times == sorted(times) and len(set(times)) == 3
 
     report = worker.until(
@@ -265,7 +260,7 @@ def test_node_registers_ready_with_its_lease(
 
 
 def test_an_existing_node_is_adopted_and_a_restarted_worker_resumes(
-    server: ApiServer, start: Callable[..., Running], kube: Kube
+    apiserver: ApiServer, start: Callable[..., Running], kube: Kube
 ) -> None:
     kube.kubectl(
         "create",
@@ -275,107 +270,109 @@ def test_an_existing_node_is_adopted_and_a_restarted_worker_resumes(
         '"labels": {"kubernetes.io/hostname": "stale", "team": "a"}}, '
         '"spec": {"taints": [{"key": "admin", "effect": "NoSchedule"}]}}',
     )
-    uid = node_of(server)["metadata"]["uid"]  # type: ignore[index]
+    uid = node_of(apiserver)["metadata"]["uid"]  # type: ignore[index]
     first = start()
-    first.until(lambda: ready_of(server).get("status") == "True", "Ready=True")
-    node = node_of(server)
+    first.until(lambda: ready_of(apiserver).get("status") == "True", "Ready=True")
+    node = node_of(apiserver)
     assert node is not None and node["metadata"]["uid"] == uid
     assert node["metadata"]["labels"]["kubernetes.io/hostname"] == NODE
     assert node["metadata"]["labels"]["team"] == "a"
     assert node["spec"]["taints"] == [{"key": "admin", "effect": "NoSchedule"}]
-    assert server.request_count(resource="nodes", verb="POST") == 2  # kubectl's, then a 409
-    lease_uid = first.until(lambda: lease_of(server), "the lease")["metadata"]["uid"]
-    before = renewals(first, server, 1)[-1]
+    assert apiserver.request_count(resource="nodes", verb="POST") == 2  # kubectl's, then a 409
+    lease_uid = first.until(lambda: lease_of(apiserver), "the lease")["metadata"]["uid"]
+    before = renewals(first, apiserver, 1)[-1]
     first.close()  # as if killed: a new worker starts from the same snapshot
 
     second = start()
-    second.until(lambda: renew_time(server) > before, "the lease renewed by the new worker")
-    assert lease_of(server)["metadata"]["uid"] == lease_uid  # type: ignore[index]
-    assert server.request_count(resource="leases", verb="POST") == 1
-    assert len(server.store.items("nodes")) == 1
-    assert node_of(server)["metadata"]["uid"] == uid  # type: ignore[index]
+    second.until(lambda: renew_time(apiserver) > before, "the lease renewed by the new worker")
+    assert lease_of(apiserver)["metadata"]["uid"] == lease_uid  # type: ignore[index]
+    assert apiserver.request_count(resource="leases", verb="POST") == 1
+    assert len(apiserver.store.items("nodes")) == 1
+    assert node_of(apiserver)["metadata"]["uid"] == uid  # type: ignore[index]
     assert second.until(lambda: second.bus.report().registered, "registered")
 
 
 def test_the_lease_keeps_its_period_while_status_writes_are_slow_or_failing(
-    server: ApiServer, start: Callable[..., Running], faults: Faults
+    apiserver: ApiServer, start: Callable[..., Running], faults: Faults
 ) -> None:
     worker = start(report_frequency=0.2)  # a status PATCH every 0.2 s
-    worker.until(lambda: lease_of(server), "the lease")
+    worker.until(lambda: lease_of(apiserver), "the lease")
     patch = ("PATCH", "nodes", "status")
-    worker.until(lambda: server.request_count(verb="PATCH", subresource="status"), "a PATCH")
+    worker.until(lambda: apiserver.request_count(verb="PATCH", subresource="status"), "a PATCH")
     faults.delayed.add(patch)  # every status write now hangs until released
-    times = renewals(worker, server, 4)
+    times = renewals(worker, apiserver, 4)
     assert len(set(times)) == 5
-    assert worker.slowest_turn < 0.2  # the loop never waited on the API server
+    assert worker.slowest_turn < 0.2  # the loop never waited on the API apiserver
 
     faults.release()
     faults.failed.add(patch)  # now they fail outright
     worker.until(lambda: "status:" in worker.bus.report().api_error, "the status error reported")
-    renewals(worker, server, 3)
+    renewals(worker, apiserver, 3)
     report = worker.bus.report()
     assert "HTTP 500" in report.api_error and "lease:" not in report.api_error
     assert abs(report.lease_renewed_at - time.time()) < 2
 
 
 def test_ready_follows_the_runtime_and_pleg(
-    server: ApiServer, start: Callable[..., Running]
+    apiserver: ApiServer, start: Callable[..., Running]
 ) -> None:
     runtime = FakeRuntime()
     worker = start(runtime)
-    worker.until(lambda: ready_of(server).get("status") == "True", "Ready=True")
-    became_ready = ready_of(server)["lastTransitionTime"]
+    worker.until(lambda: ready_of(apiserver).get("status") == "True", "Ready=True")
+    became_ready = ready_of(apiserver)["lastTransitionTime"]
 
     runtime.conditions = (READY_CONDITIONS[0], CNI_DOWN)
-    worker.until(lambda: ready_of(server).get("status") == "False", "Ready=False (CNI)")
-    assert ready_of(server)["reason"] == "KubeletNotReady"
+    worker.until(lambda: ready_of(apiserver).get("status") == "False", "Ready=False (CNI)")
+    assert ready_of(apiserver)["reason"] == "KubeletNotReady"
     worker.until(lambda: worker.bus.report().conditions.get("Ready") == "False", "reported")
-    assert ready_of(server)["message"] == (
+    assert ready_of(apiserver)["message"] == (
         "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady "
         "message:Network plugin returns error: cni plugin not initialized"
     )
     runtime.conditions = READY_CONDITIONS
-    worker.until(lambda: ready_of(server).get("status") == "True", "Ready=True again")
-    assert ready_of(server)["lastTransitionTime"] >= became_ready
+    worker.until(lambda: ready_of(apiserver).get("status") == "True", "Ready=True again")
+    assert ready_of(apiserver)["lastTransitionTime"] >= became_ready
 
     worker.alive(pleg_ok=False)
-    worker.until(lambda: ready_of(server).get("status") == "False", "Ready=False (PLEG)")
-    assert ready_of(server)["message"].startswith("PLEG is not healthy: pleg was last seen active ")
-    assert ready_of(server)["message"].endswith(" ago; threshold is 3m0s")
+    worker.until(lambda: ready_of(apiserver).get("status") == "False", "Ready=False (PLEG)")
+    assert ready_of(apiserver)["message"].startswith(
+        "PLEG is not healthy: pleg was last seen active "
+    )
+    assert ready_of(apiserver)["message"].endswith(" ago; threshold is 3m0s")
     worker.alive(pleg_ok=True)
-    worker.until(lambda: ready_of(server).get("status") == "True", "Ready=True after PLEG")
-    assert is_ready(node_of(server) or {})
+    worker.until(lambda: ready_of(apiserver).get("status") == "True", "Ready=True after PLEG")
+    assert is_ready(node_of(apiserver) or {})
 
 
 def test_status_is_not_rewritten_when_nothing_changed(
-    server: ApiServer, start: Callable[..., Running]
+    apiserver: ApiServer, start: Callable[..., Running]
 ) -> None:
     runtime = FakeRuntime()
     worker = start(runtime)
-    worker.until(lambda: ready_of(server).get("status") == "True", "Ready=True")
-    reads = server.request_count(resource="nodes", verb="GET")
+    worker.until(lambda: ready_of(apiserver).get("status") == "True", "Ready=True")
+    reads = apiserver.request_count(resource="nodes", verb="GET")
     worker.until(
-        lambda: server.request_count(resource="nodes", verb="GET") >= reads + 10,
+        lambda: apiserver.request_count(resource="nodes", verb="GET") >= reads + 10,
         "ten more status rounds",
     )
-    assert server.request_count(verb="PATCH", subresource="status") == 0  # created with it
+    assert apiserver.request_count(verb="PATCH", subresource="status") == 0  # created with it
     runtime.images = runtime.images[:1]  # an image went away: that is a change
-    worker.until(lambda: server.request_count(verb="PATCH", subresource="status"), "a PATCH")
-    assert len(node_of(server)["status"]["images"]) == 1  # type: ignore[index]
-    reads = server.request_count(resource="nodes", verb="GET")
+    worker.until(lambda: apiserver.request_count(verb="PATCH", subresource="status"), "a PATCH")
+    assert len(node_of(apiserver)["status"]["images"]) == 1  # type: ignore[index]
+    reads = apiserver.request_count(resource="nodes", verb="GET")
     worker.until(
-        lambda: server.request_count(resource="nodes", verb="GET") >= reads + 5,
+        lambda: apiserver.request_count(resource="nodes", verb="GET") >= reads + 5,
         "five more status rounds",
     )
-    assert server.request_count(verb="PATCH", subresource="status") == 1
+    assert apiserver.request_count(verb="PATCH", subresource="status") == 1
 
 
 def test_without_register_node_only_an_existing_node_gets_status(
-    server: ApiServer, start: Callable[..., Running], kube: Kube
+    apiserver: ApiServer, start: Callable[..., Running], kube: Kube
 ) -> None:
     worker = start(register_node=False)
     worker.until(lambda: "not found" in worker.bus.report().api_error, "the missing node reported")
-    assert node_of(server) is None and lease_of(server) is None
+    assert node_of(apiserver) is None and lease_of(apiserver) is None
     assert not worker.bus.report().registered
     kube.kubectl(
         "create",
@@ -383,7 +380,7 @@ def test_without_register_node_only_an_existing_node_gets_status(
         "-",
         input='{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"}}',
     )
-    worker.until(lambda: ready_of(server).get("status") == "True", "Ready=True")
-    worker.until(lambda: lease_of(server), "the lease")
+    worker.until(lambda: ready_of(apiserver).get("status") == "True", "Ready=True")
+    worker.until(lambda: lease_of(apiserver), "the lease")
     worker.until(lambda: worker.bus.report().api_error == "", "the error cleared")
-    assert server.request_count(resource="nodes", verb="POST") == 1  # kubectl's only
+    assert apiserver.request_count(resource="nodes", verb="POST") == 1  # kubectl's only

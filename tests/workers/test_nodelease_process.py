@@ -30,7 +30,7 @@ from pkletd.ipc.messages import (
     SnapshotRequest,
 )
 
-from tests.harness.apiserver import ApiServer, ApiServerConfig
+from tests.harness.apiserver import ApiServer
 from tests.workers.test_nodelease_apiserver import (
     NODE,
     Faults,
@@ -110,14 +110,6 @@ def run_dir() -> Iterator[Path]:
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[ApiServer]:
-    api = ApiServer(tmp_path / "apiserver", ApiServerConfig(bookmark_interval=1.0))
-    api.start()
-    yield api
-    api.stop()
-
-
-@pytest.fixture
 def parent(run_dir: Path) -> Iterator[Parent]:
     found = Parent(run_dir)
     yield found
@@ -126,10 +118,10 @@ def parent(run_dir: Path) -> Iterator[Parent]:
 
 @pytest.fixture
 def spawn(
-    run_dir: Path, server: ApiServer, tmp_path: Path
+    run_dir: Path, apiserver: ApiServer, tmp_path: Path
 ) -> Iterator[Callable[[], subprocess.Popen[bytes]]]:
     children: list[subprocess.Popen[bytes]] = []
-    kubeconfig = server.kubeconfig(user=f"system:node:{NODE}", groups=["system:nodes"])
+    kubeconfig = apiserver.kubeconfig(user=f"system:node:{NODE}", groups=["system:nodes"])
     endpoint = f"unix://{run_dir}/no-runtime.sock"
 
     def start() -> subprocess.Popen[bytes]:
@@ -151,16 +143,16 @@ def spawn(
 
 
 def test_worker_process_registers_heartbeats_and_resumes_after_sigkill(
-    server: ApiServer, parent: Parent, spawn: Callable[[], subprocess.Popen[bytes]]
+    apiserver: ApiServer, parent: Parent, spawn: Callable[[], subprocess.Popen[bytes]]
 ) -> None:
-    faults = Faults(server)
+    faults = Faults(apiserver)
     first = spawn()
-    parent.pump(lambda: ready_of(server), "the node registered")
-    assert ready_of(server)["status"] == "False"
-    assert ready_of(server)["message"] == (
+    parent.pump(lambda: ready_of(apiserver), "the node registered")
+    assert ready_of(apiserver)["status"] == "False"
+    assert ready_of(apiserver)["message"] == (
         "[container runtime status check may not have completed yet, network state unknown]"
     )
-    lease = parent.pump(lambda: lease_of(server), "the lease")
+    lease = parent.pump(lambda: lease_of(apiserver), "the lease")
     report = parent.pump(
         lambda: next((r for r in reversed(parent.reports()) if r.lease_renewed_at), None),
         "a NodeReported with the lease",
@@ -169,24 +161,24 @@ def test_worker_process_registers_heartbeats_and_resumes_after_sigkill(
 
     faults.delayed.add(("GET", "nodes", ""))  # status rounds now hang on their read
     since = time.monotonic()
-    renewed = renew_time(server)
+    renewed = renew_time(apiserver)
     parent.pump(lambda: time.monotonic() - since > 1.0, "a second of hung reads")
     beats = parent.beats_since(since)
     assert len(beats) >= 5, beats  # heartbeats every 0.1 s went on
-    assert renew_time(server) > renewed  # and so did the lease
+    assert renew_time(apiserver) > renewed  # and so did the lease
     faults.release()
 
     first.kill()  # SIGKILL: no goodbye
     first.wait()
-    before = renew_time(server)
+    before = renew_time(apiserver)
     hellos = sum(isinstance(m, Hello) for _, m in parent.heard)
     spawn()
     parent.pump(lambda: sum(isinstance(m, Hello) for _, m in parent.heard) > hellos, "hello")
-    parent.pump(lambda: renew_time(server) > before, "the lease renewed by the new process")
-    assert lease_of(server)["metadata"]["uid"] == lease["metadata"]["uid"]  # type: ignore[index]
+    parent.pump(lambda: renew_time(apiserver) > before, "the lease renewed by the new process")
+    assert lease_of(apiserver)["metadata"]["uid"] == lease["metadata"]["uid"]  # type: ignore[index]
     parent.pump(
-        lambda: server.request_count(resource="nodes", verb="POST") == 2, "the new registration"
+        lambda: apiserver.request_count(resource="nodes", verb="POST") == 2, "the new registration"
     )
-    assert [r.code for r in server.requests(resource="nodes", verb="POST")] == [201, 409]
-    assert len(server.store.items("nodes")) == 1
-    assert node_of(server) is not None
+    assert [r.code for r in apiserver.requests(resource="nodes", verb="POST")] == [201, 409]
+    assert len(apiserver.store.items("nodes")) == 1
+    assert node_of(apiserver) is not None

@@ -15,6 +15,7 @@ do not know.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import kubernetes.client
@@ -80,15 +81,7 @@ class ClientCalls:
         return self._post(f"/api/v1/namespaces/{namespace}/pods", pod)
 
     def patch_pod_status(self, namespace: str, name: str, patch: Obj) -> Obj:
-        response = self._core.patch_namespaced_pod_status(
-            name,
-            namespace,
-            patch,
-            _content_type=STRATEGIC,
-            _preload_content=False,
-            _request_timeout=self._timeout,
-        )
-        return _json(response)
+        return self._patch(self._core.patch_namespaced_pod_status, namespace, name, patch)
 
     def delete_pod(self, namespace: str, name: str, uid: str) -> None:
         options = kubernetes.client.V1DeleteOptions(
@@ -109,7 +102,11 @@ class ClientCalls:
         return self._post(f"/api/v1/namespaces/{namespace}/events", event)
 
     def patch_event(self, namespace: str, name: str, patch: Obj) -> Obj:
-        response = self._core.patch_namespaced_event(
+        return self._patch(self._core.patch_namespaced_event, namespace, name, patch)
+
+    def _patch(self, call: Callable[..., Any], namespace: str, name: str, patch: Obj) -> Obj:
+        """A strategic-merge PATCH through the typed client, its answer as JSON."""
+        response = call(
             name,
             namespace,
             patch,
