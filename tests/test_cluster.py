@@ -283,3 +283,22 @@ def test_a_restarted_parent_keeps_its_pods_and_cleans_up_what_the_api_removed(
     assert pkletd.pods()["kept"]["containers"][0]["container_id"] == kept_id
     assert running(kube, "kept").status.container_statuses[0].restart_count == 0
     assert api_pod(kube, "removed") is None
+
+
+def test_kubectl_run_lands_on_the_node_and_kubectl_delete_removes_it(
+    pkletd: Pkletd, make_apiserver: Any
+) -> None:
+    server = make_apiserver(scheduler=True)  # binds pending pods to a Ready node
+    kube = Kube(server)
+    try:
+        pkletd.join_cluster(server).start()
+        wait_for("the node Ready", lambda: node_ready(kube, pkletd.node), timeout=60)
+        overrides = '{"spec": {"automountServiceAccountToken": false, "hostNetwork": true}}'
+        kube.kubectl("run", "web", f"--image={BUSYBOX}", "--image-pull-policy=Never",
+                     f"--overrides={overrides}", "--command", "--", "sh", "-c", RUN)  # fmt: skip
+        found = running(kube, "web")
+        assert found.spec.node_name == pkletd.node and found.status.pod_ip
+        kube.kubectl("delete", "pod", "web", "--grace-period=2", timeout=60)
+        assert api_pod(kube, "web") is None and "web" not in pkletd.pods()
+    finally:
+        kube.close()
