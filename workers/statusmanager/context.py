@@ -22,7 +22,7 @@ class Options:
     kube_api_burst: int
     event_qps: int  # eventRecordQPS; 0: no limit
     event_burst: int
-    status_sync_period: float = 10.0  # the kubelet's status manager syncPeriod
+    status_sync_period: float = 60.0  # the repair list: pkletd passes syncFrequency
     request_timeout: float = kubeapi.REQUEST_TIMEOUT_S
     retry_first: float = 1.0
     retry_max: float = 30.0
