@@ -8,20 +8,13 @@ import os
 import signal
 from typing import Any
 
-import kubernetes.client
-import kubernetes.config
 import pytest
 
 from tests.e2e import BUSYBOX, Pkletd, wait_for
 from tests.harness.apiserver import ApiServer
+from tests.harness.apiserver.client import Kube
 
 pytestmark = pytest.mark.slow
-
-
-def core(server: ApiServer) -> kubernetes.client.CoreV1Api:
-    config = kubernetes.client.Configuration()
-    kubernetes.config.load_kube_config(str(server.kubeconfig()), client_configuration=config)
-    return kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(config))
 
 
 def bound_pod(name: str, node: str = "testnode", grace: int = 2) -> dict[str, Any]:
@@ -50,8 +43,10 @@ def names(agent: Pkletd) -> list[str]:
     return sorted(agent.pods())
 
 
-def test_bound_pods_run_and_other_nodes_pods_do_not(pkletd: Pkletd, apiserver: ApiServer) -> None:
-    api = core(apiserver)
+def test_bound_pods_run_and_other_nodes_pods_do_not(
+    pkletd: Pkletd, apiserver: ApiServer, kube: Kube
+) -> None:
+    api = kube.core
     pkletd.join_cluster(apiserver).start()
     api.create_namespaced_pod("default", bound_pod("mine"))
     api.create_namespaced_pod("default", bound_pod("theirs", node="othernode"))
@@ -59,8 +54,10 @@ def test_bound_pods_run_and_other_nodes_pods_do_not(pkletd: Pkletd, apiserver: A
     assert names(pkletd) == ["mine"]
 
 
-def test_a_deleted_pod_is_stopped_within_its_grace(pkletd: Pkletd, apiserver: ApiServer) -> None:
-    api = core(apiserver)
+def test_a_deleted_pod_is_stopped_within_its_grace(
+    pkletd: Pkletd, apiserver: ApiServer, kube: Kube
+) -> None:
+    api = kube.core
     pkletd.join_cluster(apiserver).start()
     api.create_namespaced_pod("default", bound_pod("doomed", grace=30))
     pkletd.wait_api_pod("doomed")
@@ -69,8 +66,10 @@ def test_a_deleted_pod_is_stopped_within_its_grace(pkletd: Pkletd, apiserver: Ap
     assert "pod stage pod=default/doomed" in pkletd.log() and "deleted in the API" in pkletd.log()
 
 
-def test_broken_watches_lose_and_duplicate_nothing(pkletd: Pkletd, apiserver: ApiServer) -> None:
-    api = core(apiserver)
+def test_broken_watches_lose_and_duplicate_nothing(
+    pkletd: Pkletd, apiserver: ApiServer, kube: Kube
+) -> None:
+    api = kube.core
     pkletd.join_cluster(apiserver).start()
     api.create_namespaced_pod("default", bound_pod("first"))
     pkletd.wait_api_pod("first")
