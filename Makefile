@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 CTR_DIR ?= /tmp/pkletd-ctr
 STAMP := $(VENV)/.installed
 
-.PHONY: install deps lint typecheck test unit bench run stop clean
+.PHONY: install deps lint typecheck test unit bench run stop clean proto
 
 install: $(STAMP)
 
@@ -29,6 +29,15 @@ typecheck: install
 	rm -rf .typecheck && mkdir -p .typecheck/pkletd
 	for d in supervisor workers ipc; do ln -s ../../$$d .typecheck/pkletd/$$d; done
 	cd .typecheck && ../$(BIN)/mypy -p pkletd
+
+# The pod-resources module from proto/ (committed; a test checks it matches the .proto).
+proto: install
+	rm -rf .proto-out && mkdir .proto-out
+	$(BIN)/python -m grpc_tools.protoc -I proto --python_out=.proto-out --pyi_out=.proto-out \
+		proto/podresources/v1/api.proto
+	cp .proto-out/podresources/v1/api_pb2.py workers/nodestats/podresources_pb2.py
+	cp .proto-out/podresources/v1/api_pb2.pyi workers/nodestats/podresources_pb2.pyi
+	rm -rf .proto-out
 
 unit: install
 	$(BIN)/pytest -q -m "not slow"

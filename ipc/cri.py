@@ -243,6 +243,31 @@ class ListedImage:
 
 
 @dataclass(frozen=True, slots=True)
+class FilesystemUsage:
+    """CRI ``FilesystemUsage``: a filesystem (by mount point) and what is used on it; the
+    counts are None when the runtime left them unset."""
+
+    timestamp_ns: int
+    mountpoint: str
+    used_bytes: int | None
+    inodes_used: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerStatsInfo:
+    """CRI ``ContainerStats``: what pkletd reads of it (the writable layer's usage)."""
+
+    id: ContainerID
+    name: str
+    labels: Mapping[str, str]
+    writable_layer: FilesystemUsage | None
+
+    @property
+    def pod_uid(self) -> PodUID:
+        return PodUID(self.labels.get(POD_UID_LABEL, ""))
+
+
+@dataclass(frozen=True, slots=True)
 class ExecResult:
     exit_code: int
     stdout: bytes
@@ -289,6 +314,17 @@ class CriRuntime:
             ListedImage(i.id, tuple(i.repo_tags), tuple(i.repo_digests), int(i.size))
             for i in reply.images
         ]
+
+    def image_fs_info(self) -> list[FilesystemUsage]:
+        """The filesystems the runtime keeps images on (CRI ImageFsInfo)."""
+        reply = self._call(self._images, "ImageFsInfo", pb.ImageFsInfoRequest(), "images")
+        return [_fs_usage(u) for u in reply.image_filesystems]
+
+    def list_container_stats(self) -> list[ContainerStatsInfo]:
+        """Every container's stats as the runtime reports them (CRI ListContainerStats)."""
+        request = pb.ListContainerStatsRequest(filter=pb.ContainerStatsFilter())
+        reply = self._call(self._runtime, "ListContainerStats", request, "containers")
+        return [_container_stats(s) for s in reply.stats]
 
     def list_sandboxes(self, pod_uid: str = "") -> list[SandboxInfo]:
         selector = {POD_UID_LABEL: pod_uid} if pod_uid else {}
@@ -414,6 +450,25 @@ class CriRuntime:
     def remove_container(self, container_id: ContainerID) -> None:
         request = pb.RemoveContainerRequest(container_id=container_id)
         self._call(self._runtime, "RemoveContainer", request, f"container={container_id}")
+
+
+def _fs_usage(u: Any) -> FilesystemUsage:
+    return FilesystemUsage(
+        timestamp_ns=u.timestamp,
+        mountpoint=u.fs_id.mountpoint,
+        used_bytes=u.used_bytes.value if u.HasField("used_bytes") else None,
+        inodes_used=u.inodes_used.value if u.HasField("inodes_used") else None,
+    )
+
+
+def _container_stats(s: Any) -> ContainerStatsInfo:
+    layer = s.writable_layer
+    return ContainerStatsInfo(
+        id=ContainerID(s.attributes.id),
+        name=s.attributes.metadata.name,
+        labels=dict(s.attributes.labels),
+        writable_layer=_fs_usage(layer) if s.HasField("writable_layer") else None,
+    )
 
 
 def _pod_target(spec: SandboxSpec) -> str:

@@ -12,6 +12,12 @@ Precedence, lowest first:
 3. flags given explicitly on the command line (every flag defaults to None, so
    an absent flag never hides a file value).
 
+Where the kubelet's file defaulting differs from its flags' legacy defaults, the
+file's apply whenever a ``--config`` file is given: anonymous auth off, token
+webhook on and authorization ``Webhook`` with a file; on, off and ``AlwaysAllow``
+without one. Nested fields (``authentication.webhook.enabled``) are mappings in
+the file and are named with dots in errors.
+
 As in the kubelet's file defaulting, a field set to null, or to the zero value of
 its type ("", 0, "0s"), means "use the default".  The exceptions are healthzPort,
 where 0 disables the endpoint, podPidsLimit, where any negative value means
@@ -49,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pkletd.ipc import tlsnames
 from pkletd.ipc.apimodel import labels, quantity
 
 API_VERSION = "kubelet.config.k8s.io/v1beta1"
@@ -97,6 +104,17 @@ class KubeletConfig:
     system_reserved: tuple[tuple[str, str], ...]  # resource name, quantity
     kube_reserved: tuple[tuple[str, str], ...]
     eviction_hard: tuple[tuple[str, str], ...]  # signal, quantity or percentage
+    tls_cert_file: str
+    tls_private_key_file: str
+    tls_min_version: str  # Go's name (VersionTLS12); "" is the worker's default
+    tls_cipher_suites: tuple[str, ...]  # Go's names
+    authentication_anonymous: bool
+    authentication_client_ca_file: str
+    authentication_webhook: bool
+    authentication_webhook_cache_ttl: float
+    authorization_mode: str  # AlwaysAllow or Webhook
+    authorization_webhook_cache_authorized_ttl: float
+    authorization_webhook_cache_unauthorized_ttl: float
     # kubelet flags with no file field
     kubeconfig: str
     node_ip: str
@@ -372,6 +390,33 @@ def _eviction_map(value: object) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+AUTHORIZATION_MODES = ("AlwaysAllow", "Webhook")
+
+
+def _tls_version(value: object) -> str:
+    text = _string(value)
+    if text and text not in tlsnames.TLS_VERSIONS:
+        raise ValueError(f"must be one of {', '.join(tlsnames.TLS_VERSIONS)}, got {_show(text)}")
+    return text
+
+
+def _cipher_suites(value: object) -> tuple[str, ...]:
+    """tlsCipherSuites: a list of Go's names (the flag's comma-separated text is split)."""
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        raise ValueError(f"must be a list of cipher suite names, got {_show(value)}")
+    for name in value:
+        if name not in tlsnames.GO_CIPHERS and name not in tlsnames.TLS13_CIPHERS:
+            raise ValueError(f"Cipher suite {name} not supported or doesn't exist")
+    return tuple(value)
+
+
+def _authorization_mode(value: object) -> str:
+    text = _string(value)
+    if text and text not in AUTHORIZATION_MODES:
+        raise ValueError(f"must be one of {', '.join(AUTHORIZATION_MODES)}, got {_show(text)}")
+    return text
+
+
 # --- the field table ----------------------------------------------------------------
 
 
@@ -386,6 +431,12 @@ class _Field:
     zero_means_default: bool = True
     metavar: str = ""  # shown in --help; by default from the default's type
     repeat: bool = False  # a flag that may be given several times (a list of texts)
+    # The default when a --config file is given, where the kubelet's v1beta1 defaulting
+    # differs from its flags' legacy defaults (anonymous auth, token webhook, authz mode).
+    file_default: object = None
+
+    def default_for(self, with_file: bool) -> object:
+        return self.file_default if with_file and self.file_default is not None else self.default
 
 
 _FIELDS: tuple[_Field, ...] = (
@@ -458,6 +509,39 @@ _FIELDS: tuple[_Field, ...] = (
     _Field("systemReserved", "system_reserved", _quantity_map, (), None, ""),
     _Field("kubeReserved", "kube_reserved", _quantity_map, (), None, ""),
     _Field("evictionHard", "eviction_hard", _eviction_map, (), None, ""),
+    _Field("tlsCertFile", "tls_cert_file", _string, "", "--tls-cert-file",
+           "serving certificate of the kubelet API (with its CA after it); empty: a "
+           "self-signed one in <root-dir>/pki"),
+    _Field("tlsPrivateKeyFile", "tls_private_key_file", _string, "", "--tls-private-key-file",
+           "private key of --tls-cert-file"),
+    _Field("tlsMinVersion", "tls_min_version", _tls_version, "", "--tls-min-version",
+           "minimum TLS version of the kubelet API (VersionTLS10..VersionTLS13); empty: 1.2",
+           metavar="VERSION"),
+    _Field("tlsCipherSuites", "tls_cipher_suites", _cipher_suites, (), "--tls-cipher-suites",
+           "cipher suites of the kubelet API (Go's names, comma-separated); empty: OpenSSL's",
+           metavar="NAMES"),
+    _Field("authentication.anonymous.enabled", "authentication_anonymous", _bool, True,
+           "--anonymous-auth", "serve requests without credentials as system:anonymous",
+           zero_means_default=False, metavar="BOOL", file_default=False),
+    _Field("authentication.x509.clientCAFile", "authentication_client_ca_file", _string, "",
+           "--client-ca-file", "CA bundle that verifies client certificates of the kubelet API"),
+    _Field("authentication.webhook.enabled", "authentication_webhook", _bool, False,
+           "--authentication-token-webhook", "check bearer tokens with TokenReviews",
+           zero_means_default=False, metavar="BOOL", file_default=True),
+    _Field("authentication.webhook.cacheTTL", "authentication_webhook_cache_ttl", _duration,
+           120.0, "--authentication-token-webhook-cache-ttl",
+           "how long TokenReview answers are cached"),
+    _Field("authorization.mode", "authorization_mode", _authorization_mode, "AlwaysAllow",
+           "--authorization-mode", "AlwaysAllow, or Webhook (SubjectAccessReviews)",
+           metavar="MODE", file_default="Webhook"),
+    _Field("authorization.webhook.cacheAuthorizedTTL",
+           "authorization_webhook_cache_authorized_ttl", _duration, 300.0,
+           "--authorization-webhook-cache-authorized-ttl",
+           "how long an allowing SubjectAccessReview is cached"),
+    _Field("authorization.webhook.cacheUnauthorizedTTL",
+           "authorization_webhook_cache_unauthorized_ttl", _duration, 30.0,
+           "--authorization-webhook-cache-unauthorized-ttl",
+           "how long a denying SubjectAccessReview is cached"),
     _Field(None, "kubeconfig", _string, "", "--kubeconfig",
            "kubeconfig of the API server to join; empty: standalone (static pods only)"),
     _Field(None, "node_ip", _node_ips, "", "--node-ip",
@@ -483,6 +567,9 @@ _FIELDS: tuple[_Field, ...] = (
 )  # fmt: skip
 
 _BY_YAML = {field.yaml: field for field in _FIELDS if field.yaml is not None}
+# Fields the file nests in mappings ("authentication": {"webhook": {"enabled": true}}),
+# by their top-level name. Every nested v1beta1 field of these is implemented.
+_NESTED = frozenset(name.split(".")[0] for name in _BY_YAML if "." in name)
 
 # Every field of k8s.io/kubelet/config/v1beta1 KubeletConfiguration, implemented or not.
 _V1BETA1_FIELDS = frozenset(
@@ -569,27 +656,30 @@ def _flag_raw(field: _Field, text: Any) -> object:
             raise ConfigError(f"{field.flag}: {exc}") from None
     if isinstance(field.default, int) and re.fullmatch(r"[+-]?[0-9]+", text):
         return int(text)
+    if field.parse is _cipher_suites:
+        return [name.strip() for name in text.split(",") if name.strip()]
     return text
 
 
-def _flag_values(args: argparse.Namespace) -> dict[str, Any]:
+def _flag_values(args: argparse.Namespace, with_file: bool) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for field in _FIELDS:
         text = getattr(args, field.attr, None)
         if field.flag is not None and text is not None:
-            values[field.attr] = _resolve(field, _flag_raw(field, text), field.flag)
+            raw = _flag_raw(field, text)
+            values[field.attr] = _resolve(field, raw, field.flag, with_file)
     return values
 
 
 # --- the file -----------------------------------------------------------------------------
 
 
-def _resolve(field: _Field, raw: object, where: str) -> Any:
+def _resolve(field: _Field, raw: object, where: str, with_file: bool) -> Any:
     try:
         value = field.parse(raw)
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    return field.default if field.zero_means_default and not value else value
+    return field.default_for(with_file) if field.zero_means_default and not value else value
 
 
 def _yaml_message(exc: yaml.YAMLError) -> str:
@@ -625,9 +715,28 @@ def _check_header(path: str, doc: dict[Any, Any]) -> None:
 
 
 def _unknown_field(path: str, name: str) -> ConfigError:
-    close = difflib.get_close_matches(name, _V1BETA1_FIELDS, n=1)
+    known = _V1BETA1_FIELDS if "." not in name else frozenset(_BY_YAML)
+    close = difflib.get_close_matches(name, known, n=1)
     hint = f'; did you mean "{close[0]}"?' if close else ""
     return ConfigError(f'{path}: unknown field "{name}"{hint}')
+
+
+def _flatten(path: str, name: str, raw: object) -> dict[str, object]:
+    """A nested group ("authentication") as dotted names ("authentication.webhook.enabled")."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f'{path}: field "{name}": must be a mapping, got {_show(raw)}')
+    found: dict[str, object] = {}
+    for key, value in raw.items():
+        dotted = f"{name}.{key}"
+        if dotted in _BY_YAML:
+            found[dotted] = value
+        elif any(known.startswith(dotted + ".") for known in _BY_YAML):
+            found.update(_flatten(path, dotted, value))
+        else:
+            raise _unknown_field(path, dotted)
+    return found
 
 
 def _read_file(path: str) -> tuple[dict[str, Any], tuple[str, ...]]:
@@ -635,12 +744,15 @@ def _read_file(path: str) -> tuple[dict[str, Any], tuple[str, ...]]:
     _check_header(path, doc)
     values: dict[str, Any] = {}
     warnings: list[str] = []
+    fields: dict[str, object] = {}
     for key, raw in doc.items():
         name = str(key)
+        fields.update(_flatten(path, name, raw) if name in _NESTED else {name: raw})
+    for name, raw in fields.items():
         field = _BY_YAML.get(name)
         if field is not None:
             if raw is not None:
-                values[field.attr] = _resolve(field, raw, f'{path}: field "{name}"')
+                values[field.attr] = _resolve(field, raw, f'{path}: field "{name}"', True)
         elif name in _V1BETA1_FIELDS:
             warnings.append(f'{path}: field "{name}" is not implemented by pkletd yet; ignored')
         elif name not in _HEADER:
@@ -650,11 +762,89 @@ def _read_file(path: str) -> tuple[dict[str, Any], tuple[str, ...]]:
 
 def load(args: argparse.Namespace) -> LoadResult:
     """Defaults, then the --config file if given, then the flags given explicitly."""
-    values: dict[str, Any] = {field.attr: field.default for field in _FIELDS}
-    warnings: tuple[str, ...] = ()
     path = getattr(args, "config", None)
+    with_file = path is not None
+    values: dict[str, Any] = {field.attr: field.default_for(with_file) for field in _FIELDS}
+    warnings: tuple[str, ...] = ()
     if path is not None:
         file_values, warnings = _read_file(path)
         values.update(file_values)
-    values.update(_flag_values(args))
+    values.update(_flag_values(args, with_file))
+    _check_tls(values)
     return LoadResult(KubeletConfig(**values), warnings)
+
+
+def _check_tls(values: dict[str, Any]) -> None:
+    """The kubelet's cross-field TLS checks."""
+    if values["tls_min_version"] == "VersionTLS13" and values["tls_cipher_suites"]:
+        raise ConfigError(
+            "tlsCipherSuites: minimum TLS version is 1.3, so cipher suites cannot be configured"
+        )
+    if bool(values["tls_cert_file"]) != bool(values["tls_private_key_file"]):
+        raise ConfigError("tlsCertFile and tlsPrivateKeyFile must be given together")
+
+
+# --- the effective configuration, as /configz shows it -------------------------------------
+
+
+def go_duration(seconds: float) -> str:
+    """Seconds as Go's ``time.Duration.String()``: "1m0s", "20s", "500ms", "1h0m0s"."""
+    nanos = round(seconds * 1e9)
+    if nanos == 0:
+        return "0s"
+    sign, nanos = ("-", -nanos) if nanos < 0 else ("", nanos)
+    if nanos < 1_000_000_000:
+        for unit, size in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
+            if nanos >= size:
+                return f"{sign}{_trimmed(nanos / size)}{unit}"
+    hours, rest = divmod(nanos, 3_600_000_000_000)
+    minutes, rest = divmod(rest, 60_000_000_000)
+    text = f"{_trimmed(rest / 1e9)}s"
+    if hours or minutes:
+        text = f"{minutes}m{text}"
+    if hours:
+        text = f"{hours}h{text}"
+    return sign + text
+
+
+def _trimmed(number: float) -> str:
+    return f"{number:.9f}".rstrip("0").rstrip(".")
+
+
+def _byte_quantity(size: int) -> str:
+    for suffix, unit in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if size and size % unit == 0:
+            return f"{size // unit}{suffix}"
+    return str(size)
+
+
+def _v1beta1_value(field: _Field, value: Any) -> Any:
+    if isinstance(value, float) and field.parse in (_duration, _monitor_interval):
+        return go_duration(value)
+    if field.attr == "container_log_max_size":
+        return _byte_quantity(value)
+    if field.attr == "static_pod_url_header":
+        headers: dict[str, list[str]] = {}
+        for name, text in value:
+            headers.setdefault(name, []).append(text)
+        return headers
+    if field.attr == "register_with_taints":
+        return [taint.as_api() for taint in value]
+    if field.parse in (_quantity_map, _eviction_map):
+        return dict(value)
+    return list(value) if isinstance(value, tuple) else value
+
+
+def v1beta1(config: KubeletConfig) -> dict[str, Any]:
+    """The file fields of ``config`` under their v1beta1 names, nested as the file nests
+    them, with Go's duration strings: the kubelet's ``/configz`` ``kubeletconfig``."""
+    doc: dict[str, Any] = {}
+    for field in _FIELDS:
+        if field.yaml is None:
+            continue
+        *groups, leaf = field.yaml.split(".")
+        where = doc
+        for group in groups:
+            where = where.setdefault(group, {})
+        where[leaf] = _v1beta1_value(field, getattr(config, field.attr))
+    return doc

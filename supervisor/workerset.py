@@ -6,7 +6,7 @@ import functools
 from collections.abc import Callable
 from pathlib import Path
 
-from pkletd.supervisor.config import KubeletConfig
+from pkletd.supervisor.config import KubeletConfig, v1beta1
 from pkletd.supervisor.forkserver import WorkerEntry
 from pkletd.workers import filesource, http, httpsource, logrotator, pleg, prober
 from pkletd.workers.lifecycle import WorkerSettings
@@ -30,7 +30,7 @@ def entries(config: KubeletConfig) -> dict[str, WorkerEntry]:
             config.runtime_request_timeout,
             config.pleg_relist_period,
         ),
-        "http": functools.partial(http.main, settings("http"), http_listens(config)),
+        "http": functools.partial(http.main, settings("http"), http_options(config)),
         "prober": functools.partial(
             prober.main,
             settings("prober"),
@@ -120,14 +120,35 @@ def http_listens(config: KubeletConfig) -> list[http.Listen]:
     listens = []
     if config.healthz_port:
         listens.append(
-            http.Listen(config.healthz_bind_address, config.healthz_port, frozenset({"/healthz"}))
+            http.Listen(config.healthz_bind_address, config.healthz_port, http.Api.HEALTHZ)
         )
     if config.read_only_port:
-        listens.append(
-            http.Listen(
-                config.address,
-                config.read_only_port,
-                frozenset({"/healthz", "/pods", "/metrics/probes"}),
-            )
-        )
+        listens.append(http.Listen(config.address, config.read_only_port, http.Api.READ_ONLY))
+    listens.append(http.Listen(config.address, config.port, http.Api.KUBELET))
     return listens
+
+
+def http_options(config: KubeletConfig) -> http.HttpOptions:
+    return http.HttpOptions(
+        node_name=config.node_name,
+        listens=tuple(http_listens(config)),
+        tls=http.TlsOptions(
+            cert_file=config.tls_cert_file,
+            key_file=config.tls_private_key_file,
+            cert_dir=str(Path(config.root_dir) / "pki"),
+            min_version=config.tls_min_version,
+            cipher_suites=config.tls_cipher_suites,
+        ),
+        auth=http.AuthOptions(
+            anonymous=config.authentication_anonymous,
+            client_ca_file=config.authentication_client_ca_file,
+            webhook_authn=config.authentication_webhook,
+            authn_cache_ttl=config.authentication_webhook_cache_ttl,
+            mode=http.AuthorizationMode(config.authorization_mode),
+            authorized_ttl=config.authorization_webhook_cache_authorized_ttl,
+            unauthorized_ttl=config.authorization_webhook_cache_unauthorized_ttl,
+        ),
+        api=http.ApiClientOptions(config.kubeconfig, config.kube_api_qps, config.kube_api_burst),
+        pod_logs_dir=config.pod_logs_dir,
+        configz=v1beta1(config),
+    )

@@ -115,6 +115,7 @@ class Pkletd:
         self.endpoint = endpoint
         self.healthz_port = free_port()
         self.read_only_port = free_port()
+        self.port = free_port()  # the kubelet API's (10250 is one per host)
         self.heartbeat_timeout = heartbeat_timeout
         self.extra_args: list[str] = []  # more flags for `pkletd start`
         self.config = self.base / "kubelet-config.yaml"
@@ -132,6 +133,7 @@ class Pkletd:
             "podLogsDir": str(self.pod_logs),
             "readOnlyPort": self.read_only_port,
             "healthzPort": self.healthz_port,
+            "port": self.port,
             **fields,
         }
         self.config.write_text(json.dumps(doc, indent=2))

@@ -5,7 +5,8 @@
 - ``workers`` import neither the parent's machinery nor the pod logic (``supervisor``);
 - the pod logic (``supervisor/pods``) never imports the parent's process machinery
   (the rest of ``supervisor``) nor ``workers``;
-- the generated CRI stubs (``cri_api``) are imported by ``ipc/cri.py`` only.
+- the generated CRI stubs (``cri_api``) are imported by ``ipc/cri.py`` only, and the
+  generated pod-resources module by ``workers/nodestats/podresources.py`` only.
 
 A file obeys every rule whose folder holds it.
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 STUBS = "cri_api"
 STUB_OWNER = Path("ipc/cri.py")
+GENERATED = {"pkletd.workers.nodestats.podresources_pb2": Path("workers/nodestats/podresources.py")}
 
 
 def _under(module: str, package: str) -> bool:
@@ -58,6 +60,7 @@ def imported(path: Path) -> list[tuple[int, str]]:
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module:
             found.append((node.lineno, node.module))
+            found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
     return found
 
 
@@ -75,6 +78,9 @@ def violations(root: Path = ROOT) -> list[str]:
             for line, module in imported(path):
                 if module.split(".")[0] == STUBS and relative != STUB_OWNER:
                     problems.append(f"{relative}:{line}: only {STUB_OWNER} imports {STUBS}")
+                owner = GENERATED.get(module)
+                if owner is not None and relative != owner:
+                    problems.append(f"{relative}:{line}: only {owner} imports {module}")
     return problems
 
 

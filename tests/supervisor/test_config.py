@@ -12,6 +12,12 @@ from pkletd.supervisor import config
 from pkletd.supervisor.config import ConfigError, KubeletConfig, LoadResult, parse_duration
 
 HEADER = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+# The kubelet's file defaulting, where it differs from its flags' legacy defaults.
+WITH_A_FILE = {
+    "authentication_anonymous": False,
+    "authentication_webhook": True,
+    "authorization_mode": "Webhook",
+}
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -81,6 +87,17 @@ def test_defaults_without_a_file() -> None:
         system_reserved=(),
         kube_reserved=(),
         eviction_hard=(),
+        tls_cert_file="",
+        tls_private_key_file="",
+        tls_min_version="",
+        tls_cipher_suites=(),
+        authentication_anonymous=True,
+        authentication_client_ca_file="",
+        authentication_webhook=False,
+        authentication_webhook_cache_ttl=120.0,
+        authorization_mode="AlwaysAllow",
+        authorization_webhook_cache_authorized_ttl=300.0,
+        authorization_webhook_cache_unauthorized_ttl=30.0,
         kubeconfig="",
         node_ip="",
         node_labels=(),
@@ -147,7 +164,7 @@ podPidsLimit: 4096
 def test_absent_fields_keep_defaults(tmp_path: Path) -> None:
     path = write(tmp_path, "maxPods: 12\n")
     cfg = load("--config", path).config
-    assert cfg == dataclasses.replace(load().config, max_pods=12)
+    assert cfg == dataclasses.replace(load().config, max_pods=12, **WITH_A_FILE)
 
 
 def test_null_and_zero_values_mean_default_like_the_kubelet(tmp_path: Path) -> None:
@@ -155,7 +172,7 @@ def test_null_and_zero_values_mean_default_like_the_kubelet(tmp_path: Path) -> N
         tmp_path,
         'syncFrequency: "0s"\nport: 0\nmaxPods: 0\naddress: ""\npodLogsDir:\nreadOnlyPort: 0\n',
     )
-    assert load("--config", path).config == load().config
+    assert load("--config", path).config == dataclasses.replace(load().config, **WITH_A_FILE)
 
 
 def test_zero_is_kept_where_it_means_something(tmp_path: Path) -> None:
@@ -257,8 +274,8 @@ clusterDNS: [10.96.0.10]
 clusterDomain: cluster.local
 maxPods: 50
 cgroupDriver: systemd
-authentication:
-  anonymous: {enabled: false}
+tracing:
+  endpoint: localhost:4317
 evictionSoft: {memory.available: 200Mi}
 """,
     )
@@ -270,7 +287,7 @@ evictionSoft: {memory.available: 200Mi}
             "clusterDNS",
             "clusterDomain",
             "cgroupDriver",
-            "authentication",
+            "tracing",
             "evictionSoft",
         )
     )
@@ -279,7 +296,7 @@ evictionSoft: {memory.available: 200Mi}
 def test_field_table_matches_dataclass_and_v1beta1_list() -> None:
     attrs = [f.attr for f in config._FIELDS]
     assert attrs == [f.name for f in dataclasses.fields(KubeletConfig)]
-    names = {f.yaml for f in config._FIELDS if f.yaml is not None}
+    names = {f.yaml.split(".")[0] for f in config._FIELDS if f.yaml is not None}
     assert names <= config._V1BETA1_FIELDS
     assert {"featureGates", "serializeImagePulls", "kubeAPIQPS", "containerLogMaxSize"} <= (
         config._V1BETA1_FIELDS
@@ -656,3 +673,182 @@ def test_bad_cluster_fields_name_file_and_field(tmp_path: Path) -> None:
     path = write(tmp_path, "registerWithTaints: [{key: a, effect: Never}]\n")
     with pytest.raises(ConfigError, match='field "registerWithTaints"'):
         load("--config", path)
+
+
+# --- the kubelet API: TLS, authentication, authorization ------------------------------------
+
+
+def test_auth_defaults_differ_with_a_file_as_the_kubelets_do(tmp_path: Path) -> None:
+    flags_only = load().config
+    assert (flags_only.authentication_anonymous, flags_only.authentication_webhook) == (
+        True,
+        False,
+    )
+    assert flags_only.authorization_mode == "AlwaysAllow"
+    with_file = load("--config", write(tmp_path, "maxPods: 3\n")).config
+    assert (with_file.authentication_anonymous, with_file.authentication_webhook) == (False, True)
+    assert with_file.authorization_mode == "Webhook"
+
+
+def test_nested_auth_fields_from_the_file(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+authentication:
+  anonymous:
+    enabled: true
+  x509:
+    clientCAFile: /etc/kubernetes/pki/ca.crt
+  webhook:
+    enabled: false
+    cacheTTL: 30s
+authorization:
+  mode: AlwaysAllow
+  webhook:
+    cacheAuthorizedTTL: 1m
+    cacheUnauthorizedTTL: 5s
+tlsCertFile: /srv/kubelet.crt
+tlsPrivateKeyFile: /srv/kubelet.key
+tlsMinVersion: VersionTLS13
+""",
+    )
+    result = load("--config", path)
+    assert result.warnings == ()
+    cfg = result.config
+    assert cfg.authentication_anonymous is True
+    assert cfg.authentication_client_ca_file == "/etc/kubernetes/pki/ca.crt"
+    assert (cfg.authentication_webhook, cfg.authentication_webhook_cache_ttl) == (False, 30.0)
+    assert cfg.authorization_mode == "AlwaysAllow"
+    assert cfg.authorization_webhook_cache_authorized_ttl == 60.0
+    assert cfg.authorization_webhook_cache_unauthorized_ttl == 5.0
+    assert (cfg.tls_cert_file, cfg.tls_private_key_file) == ("/srv/kubelet.crt", "/srv/kubelet.key")
+    assert cfg.tls_min_version == "VersionTLS13"
+
+
+def test_false_is_a_value_not_the_default_for_anonymous_auth(tmp_path: Path) -> None:
+    path = write(tmp_path, "authentication: {anonymous: {enabled: false}}\n")
+    assert load("--config", path).config.authentication_anonymous is False
+    assert load("--config", path, "--anonymous-auth=true").config.authentication_anonymous
+
+
+def test_auth_and_tls_flags(tmp_path: Path) -> None:
+    cfg = load(
+        "--config", write(tmp_path, "authorization: {mode: Webhook}\n"),
+        "--anonymous-auth=false",
+        "--client-ca-file=/ca.crt",
+        "--authentication-token-webhook=true",
+        "--authentication-token-webhook-cache-ttl=10s",
+        "--authorization-mode=AlwaysAllow",
+        "--authorization-webhook-cache-authorized-ttl=1s",
+        "--authorization-webhook-cache-unauthorized-ttl=2s",
+        "--tls-cert-file=/c.crt",
+        "--tls-private-key-file=/c.key",
+        "--tls-min-version=VersionTLS12",
+        "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_AES_128_GCM_SHA256",
+    ).config  # fmt: skip
+    assert cfg.authentication_anonymous is False
+    assert cfg.authentication_client_ca_file == "/ca.crt"
+    assert (cfg.authentication_webhook, cfg.authentication_webhook_cache_ttl) == (True, 10.0)
+    assert cfg.authorization_mode == "AlwaysAllow"
+    assert (
+        cfg.authorization_webhook_cache_authorized_ttl,
+        cfg.authorization_webhook_cache_unauthorized_ttl,
+    ) == (1.0, 2.0)
+    assert cfg.tls_cipher_suites == (
+        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+        "TLS_AES_128_GCM_SHA256",
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            "authorization: {mode: RBAC}\n",
+            'field "authorization.mode": must be one of AlwaysAllow, Webhook, got "RBAC"',
+        ),
+        (
+            "authentication: {webhook: {cacheTTL: 2}}\n",
+            'field "authentication.webhook.cacheTTL": must be a duration string such as "20s",'
+            " got 2",
+        ),
+        (
+            "authentication: {anonymous: {enabled: no-way}}\n",
+            'field "authentication.anonymous.enabled": must be true or false, got "no-way"',
+        ),
+        ("authentication: [x509]\n", 'field "authentication": must be a mapping, got ["x509"]'),
+        (
+            "authentication: {x509: /ca.crt}\n",
+            'field "authentication.x509": must be a mapping, got "/ca.crt"',
+        ),
+        (
+            "authentication: {anonymus: {enabled: true}}\n",
+            'unknown field "authentication.anonymus"; did you mean "authentication.anonymous'
+            '.enabled"?',
+        ),
+        (
+            "tlsMinVersion: TLS1.2\n",
+            'field "tlsMinVersion": must be one of VersionTLS10, VersionTLS11, VersionTLS12, '
+            'VersionTLS13, got "TLS1.2"',
+        ),
+        (
+            "tlsCipherSuites: [TLS_RSA_WITH_NULL_SHA]\n",
+            'field "tlsCipherSuites": Cipher suite TLS_RSA_WITH_NULL_SHA not supported or'
+            " doesn't exist",
+        ),
+        (
+            "tlsCipherSuites: TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256\n",
+            'field "tlsCipherSuites": must be a list of cipher suite names, got'
+            ' "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"',
+        ),
+    ],
+)
+def test_bad_auth_and_tls_fields_name_file_and_field(
+    tmp_path: Path, body: str, message: str
+) -> None:
+    path, error = file_error(tmp_path, body)
+    assert error == f"{path}: {message}"
+
+
+def test_tls_cross_field_checks(tmp_path: Path) -> None:
+    body = "tlsMinVersion: VersionTLS13\ntlsCipherSuites: [TLS_RSA_WITH_AES_128_CBC_SHA]\n"
+    assert file_error(tmp_path, body)[1] == (
+        "tlsCipherSuites: minimum TLS version is 1.3, so cipher suites cannot be configured"
+    )
+    assert load_error("--tls-cert-file=/a.crt") == (
+        "tlsCertFile and tlsPrivateKeyFile must be given together"
+    )
+    assert load_error("--authorization-mode=Node") == (
+        '--authorization-mode: must be one of AlwaysAllow, Webhook, got "Node"'
+    )
+
+
+def test_v1beta1_is_the_effective_config_under_the_files_names(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "syncFrequency: 90s\nauthorization: {mode: Webhook}\n"
+        "registerWithTaints: [{key: k, value: v, effect: NoSchedule}]\n"
+        "systemReserved: {cpu: 100m}\n",
+    )
+    doc = config.v1beta1(load("--config", path, "--max-pods=7").config)
+    assert doc["syncFrequency"] == "1m30s"
+    assert doc["maxPods"] == 7
+    assert doc["containerLogMaxSize"] == "10Mi"
+    assert doc["authorization"] == {
+        "mode": "Webhook",
+        "webhook": {"cacheAuthorizedTTL": "5m0s", "cacheUnauthorizedTTL": "30s"},
+    }
+    assert doc["authentication"]["webhook"] == {"enabled": True, "cacheTTL": "2m0s"}
+    assert doc["registerWithTaints"] == [{"key": "k", "value": "v", "effect": "NoSchedule"}]
+    assert doc["systemReserved"] == {"cpu": "100m"}
+    assert doc["kubeReserved"] == {}
+    assert "rootDir" not in doc and "root_dir" not in doc
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0, "0s"), (0.5, "500ms"), (1.5, "1.5s"), (20, "20s"), (60, "1m0s"), (90, "1m30s"),
+     (3600, "1h0m0s"), (14400, "4h0m0s"), (0.000001, "1µs")],
+)  # fmt: skip
+def test_go_duration(seconds: float, text: str) -> None:
+    assert config.go_duration(seconds) == text

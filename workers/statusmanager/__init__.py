@@ -9,8 +9,8 @@ The kubelet's status manager (``pkg/kubelet/status``), its mirror pod client
   than the API pod has of ours (``podstatus.py``). A failed write is retried after 1 s
   doubling to 30 s, and at once when the server answers again. Every
   ``status_sync_period`` (``syncFrequency``, 1 min) one list of the node's pods
-  (``spec.nodeName``) shows which statuses someone else changed or a crash lost; a (re)started worker lists
-  first and writes only what differs.
+  (``spec.nodeName``) shows which statuses someone else changed or a crash lost; a
+  (re)started worker lists first and writes only what differs.
 - **final delete**: a terminated API pod (``PodTerminated``, ``Snapshot.terminated``)
   is deleted with grace 0 and its UID as the precondition, after its last status;
   gone (404) or replaced (409) counts as done; the parent hears ``PodDeleted``.

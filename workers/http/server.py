@@ -1,0 +1,187 @@
+"""The http worker's servers: aiohttp applications on one asyncio loop, in one thread
+beside the worker's lifecycle loop (which only swaps the data they read, so heartbeats
+never wait for a request).
+
+Bounds, per listener: at most ``max_connections`` open connections (more get a 503 and
+are closed); an idle connection (none of a request in ``idle_timeout``, the kubelet's 90
+s, counted from the connection's start) is closed; a TLS handshake has
+``handshake_timeout``; request lines and header fields at most 8190 bytes and 128
+headers (431/400 past that, from aiohttp's parser); bodies at most 1 MiB (413). A
+follow stream or a slow client costs one coroutine, not a thread.
+
+A listener that cannot bind (the port is taken) is logged and retried every
+``bind_retry`` seconds; the other listeners serve meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import resource
+import ssl
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+from pkletd.workers.http.options import Listen
+
+log = logging.getLogger(__name__)
+
+REFUSED_BODY = b"too many connections\n"
+REFUSED = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    b"Connection: close\r\nContent-Length: " + str(len(REFUSED_BODY)).encode() + b"\r\n\r\n"
+    + REFUSED_BODY
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_connections: int = 512
+    idle_timeout: float = 90.0
+    handshake_timeout: float = 10.0
+    max_line_size: int = 8190
+    max_field_size: int = 8190
+    max_headers: int = 128
+    bind_retry: float = 10.0
+    stop_timeout: float = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    listen: Listen
+    app: web.Application
+    tls: ssl.SSLContext | None = None
+
+
+class _Refused(asyncio.Protocol):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.WriteTransport)
+        transport.write(REFUSED)
+        transport.close()
+
+
+class _Bounded:
+    """A protocol factory that refuses connections past the listener's limit."""
+
+    def __init__(self, server: web.Server, listen: Listen, limit: int) -> None:
+        self._server = server
+        self._listen = listen
+        self._limit = limit
+        self._last_warning = 0.0
+
+    def __call__(self) -> asyncio.BaseProtocol:
+        if len(self._server.connections) < self._limit:
+            return self._server()
+        now = time.monotonic()
+        if now - self._last_warning > 10.0:
+            self._last_warning = now
+            log.warning(
+                "connection refused: too many connections api=%s limit=%d",
+                self._listen.api, self._limit,
+            )  # fmt: skip
+        return _Refused()
+
+
+def raise_fd_limit(ceiling: int = 65536) -> int:
+    """Raise this process's soft open-files limit towards its hard one, as Go programs
+    (the kubelet) do at start: every connection is a descriptor. The new soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = min(ceiling, hard) if hard != resource.RLIM_INFINITY else ceiling
+    if wanted > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        return wanted
+    return soft
+
+
+class HttpServer:
+    def __init__(self, sites: list[Site], limits: Limits = Limits()) -> None:
+        self._sites = sites
+        self._limits = limits
+        self._loop = asyncio.new_event_loop()
+        self._stop = asyncio.Event()  # bound to the loop when first awaited, in its thread
+        self._thread = threading.Thread(target=self._run, name="http-server", daemon=True)
+        self._bound: dict[Listen, tuple[str, int]] = {}
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def address(self, listen: Listen) -> tuple[str, int] | None:
+        """Where ``listen`` is bound (its real port when it asked for 0), None if not yet."""
+        with self._lock:
+            return self._bound.get(listen)
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stop.set)
+            self._thread.join(self._limits.stop_timeout + 2.0)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._main())
+        finally:
+            self._loop.close()
+
+    async def _main(self) -> None:
+        runners: list[web.AppRunner] = []
+        tasks = [asyncio.create_task(self._serve(site, runners)) for site in self._sites]
+        await self._stop.wait()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for runner in runners:
+            await runner.cleanup()
+
+    async def _serve(self, site: Site, runners: list[web.AppRunner]) -> None:
+        runner = web.AppRunner(site.app, **self._runner_options())
+        await runner.setup()
+        runners.append(runner)
+        assert runner.server is not None
+        factory = _Bounded(runner.server, site.listen, self._limits.max_connections)
+        last_error = ""
+        while True:
+            try:
+                server = await asyncio.get_running_loop().create_server(
+                    factory,
+                    site.listen.host,
+                    site.listen.port,
+                    ssl=site.tls,
+                    ssl_handshake_timeout=self._limits.handshake_timeout if site.tls else None,
+                    reuse_address=True,
+                    backlog=128,
+                )
+                break
+            except OSError as exc:
+                if str(exc) != last_error:
+                    last_error = str(exc)
+                    log.error(
+                        "cannot listen api=%s address=%s:%d error=%s; retrying every %gs",
+                        site.listen.api, site.listen.host, site.listen.port, exc,
+                        self._limits.bind_retry,
+                    )  # fmt: skip
+                await asyncio.sleep(self._limits.bind_retry)
+        host, port = server.sockets[0].getsockname()[:2]
+        with self._lock:
+            self._bound[site.listen] = (host, port)
+        log.info("serving api=%s address=%s:%d tls=%s", site.listen.api, host, port, bool(site.tls))
+        try:
+            await asyncio.Event().wait()  # until cancelled
+        finally:
+            server.close()
+
+    def _runner_options(self) -> dict[str, Any]:
+        limits = self._limits
+        return {
+            "handle_signals": False,
+            "access_log": None,
+            "handler_cancellation": True,
+            "shutdown_timeout": limits.stop_timeout,
+            "keepalive_timeout": limits.idle_timeout,
+            "max_line_size": limits.max_line_size,
+            "max_field_size": limits.max_field_size,
+            "max_headers": limits.max_headers,
+        }
