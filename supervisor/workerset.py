@@ -150,5 +150,8 @@ def http_options(config: KubeletConfig) -> http.HttpOptions:
         ),
         api=http.ApiClientOptions(config.kubeconfig, config.kube_api_qps, config.kube_api_burst),
         pod_logs_dir=config.pod_logs_dir,
+        root_dir=config.root_dir,
+        runtime_endpoint=config.container_runtime_endpoint,
+        runtime_timeout=config.runtime_request_timeout,
         configz=v1beta1(config),
     )

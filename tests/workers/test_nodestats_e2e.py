@@ -3,6 +3,8 @@ functions read its real cgroups (and the runtime's CRI stats) and see its CPU ti
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from typing import Any
 
 import pytest
@@ -82,3 +84,27 @@ def test_real_cgroups_of_a_running_pod(pkletd: Pkletd) -> None:
         assert f"/pod{uid}/{container_id}" in cadvisor
     finally:
         runtime.close()
+
+
+def test_the_read_only_port_serves_the_stats_of_a_running_pod(pkletd: Pkletd) -> None:
+    pkletd.put("busy", pod_manifest("busy", BUSY))
+    pkletd.start()
+    name = pod_dict(pkletd, "busy")["metadata"]["name"]
+    base = f"http://127.0.0.1:{pkletd.read_only_port}"
+
+    def pod_cpu() -> float | None:
+        with urllib.request.urlopen(f"{base}/stats/summary", timeout=10) as reply:
+            summary = json.load(reply)
+        pod = next((p for p in summary["pods"] if p["podRef"]["name"] == name), None)
+        return pod["cpu"].get("usageNanoCores") if pod is not None else None
+
+    assert wait_for("the pod's CPU rate in /stats/summary", pod_cpu, timeout=30) > 0
+    for path, family in (
+        ("/metrics/resource", "container_cpu_usage_seconds"),
+        ("/metrics/cadvisor", "container_cpu_usage_seconds"),
+    ):
+        with urllib.request.urlopen(base + path, timeout=10) as reply:
+            text = reply.read().decode()
+        families = {f.name: f for f in text_string_to_metric_families(text)}
+        pods = {s.labels.get("pod") for s in families[family].samples}
+        assert name in pods, (path, sorted(families))

@@ -66,5 +66,8 @@ class HttpOptions:
     auth: AuthOptions = AuthOptions()
     api: ApiClientOptions = ApiClientOptions()
     pod_logs_dir: str = "/var/log/pods"
+    root_dir: str = "/var/lib/kubelet"  # pod volumes and the node filesystem, for stats
+    runtime_endpoint: str = ""  # the CRI, for image filesystem and container stats
+    runtime_timeout: float = 10.0
     node_log_dir: str = "/var/log"  # what /logs/ serves, as the kubelet's http.Dir
     configz: dict[str, Any] = field(default_factory=dict)  # v1beta1 field names

@@ -19,6 +19,7 @@ from pkletd.workers.http.containerlogs import ContainerLogs
 from pkletd.workers.http.endpoints import Endpoints
 from pkletd.workers.http.nodelogs import NodeLogs
 from pkletd.workers.http.options import Api
+from pkletd.workers.http.stats import NodeStats
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class Handlers:
     endpoints: Endpoints
     container_logs: ContainerLogs
     node_logs: NodeLogs
+    stats: NodeStats
 
 
 def healthz_routes(h: Handlers) -> list[Route]:
@@ -55,6 +57,9 @@ def read_only_routes(h: Handlers) -> list[Route]:
         *healthz_routes(h),
         Route("/pods", h.endpoints.pods),
         Route("/metrics/probes", h.endpoints.probe_metrics),
+        Route("/stats/summary", h.stats.summary, ("GET", "POST")),
+        Route("/metrics/resource", h.stats.resource_metrics),
+        Route("/metrics/cadvisor", h.stats.cadvisor_metrics),
     ]
 
 

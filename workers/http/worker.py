@@ -8,6 +8,7 @@ import logging
 from collections.abc import Sequence
 
 from pkletd.ipc.bus import WorkerBus
+from pkletd.ipc.cri import CriRuntime
 from pkletd.ipc.messages import (
     Message,
     ParentAlive,
@@ -27,6 +28,7 @@ from pkletd.workers.http.options import Api, AuthorizationMode, HttpOptions, Lis
 from pkletd.workers.http.reviews import ApiReviewer, NoApiServer, Reviewer
 from pkletd.workers.http.routes import TABLES, Handlers, application
 from pkletd.workers.http.server import HttpServer, Limits, Site, raise_fd_limit
+from pkletd.workers.http.stats import NodeStats
 from pkletd.workers.http.tlscontext import TlsError, server_context
 from pkletd.workers.http.view import NodeView
 from pkletd.workers.lifecycle import WorkerSettings, serve
@@ -85,10 +87,14 @@ class HttpWorker:
         self.options = options
         self._offload = Offloader()
         self._reviewer = reviewer
+        self._runtime = CriRuntime(options.runtime_endpoint, options.runtime_timeout)
         handlers = Handlers(
             Endpoints(self.view, options.configz),
             ContainerLogs(self.view, options.pod_logs_dir),
             NodeLogs(options.node_log_dir),
+            NodeStats.of_node(
+                self.view, options.node_name, options.root_dir, options.pod_logs_dir, self._runtime
+            ),
         )
         sites = [site for x in options.listens if (site := self._site(x, handlers)) is not None]
         self.server = HttpServer(sites, limits)
@@ -139,6 +145,7 @@ class HttpWorker:
 
     def close(self) -> None:
         self.server.close()
+        self._runtime.close()
         self._offload.close()
         close = getattr(self._reviewer, "close", None)
         if close is not None:
