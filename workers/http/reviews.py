@@ -74,7 +74,7 @@ class ApiReviewer:
         return status
 
     def close(self) -> None:
-        self._client.close()  # type: ignore[no-untyped-call]
+        self._client.close()
 
 
 class NoApiServer:

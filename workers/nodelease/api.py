@@ -14,11 +14,10 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from pkletd.ipc.kubeapi import LimitedApiClient, describe, status_of
+from pkletd.ipc.kubeapi import JSON, LimitedApiClient, describe, status_of
 
 Obj = dict[str, Any]
 LEASE_NAMESPACE = "kube-node-lease"
-JSON = "application/json"
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 NOT_FOUND, CONFLICT = 404, 409
 
@@ -74,7 +73,7 @@ class KubeNodeApi:
         return self._request("PUT", f"{_leases()}/{lease['metadata']['name']}", lease)
 
     def close(self) -> None:
-        self._client.close()  # type: ignore[no-untyped-call]
+        self._client.close()
 
     def _request(
         self,
@@ -103,28 +102,12 @@ class KubeNodeApi:
         content_type: str,
         query: Sequence[tuple[str, str]],
     ) -> tuple[int, str, bytes]:
-        """One request: its status, reason and body. The connection goes back to the pool
-        at once (nothing raised later keeps it, and so its socket, alive)."""
-        headers = {"Accept": JSON}
-        if body is not None:
-            headers["Content-Type"] = content_type
+        """One request: its status, reason and body."""
         try:
-            request = self._client.param_serialize(
-                method=method,
-                resource_path=path,
-                query_params=list(query),
-                header_params=headers,
-                body=body,
-                auth_settings=["BearerToken"],
-            )
-            response = self._client.call_api(*request, _request_timeout=self._timeout)
-            try:
-                data = bytes(response.read())
-            finally:
-                response.response.release_conn()
+            answer = self._client.send_json(method, path, body, content_type, query, self._timeout)
         except Exception as exc:  # the client raises urllib3's errors and its own
             raise ApiCallFailed(status_of(exc), f"{method} {path}: {describe(exc)}") from exc
-        return int(response.status), str(response.reason or ""), data
+        return answer.status, answer.reason, answer.data
 
 
 def _leases() -> str:

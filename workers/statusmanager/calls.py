@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import kubernetes.client
 from kubernetes.client.exceptions import ApiException
+from pkletd.ipc.kubeapi import LimitedApiClient
 
 Obj = dict[str, Any]
 STRATEGIC = "application/strategic-merge-patch+json"
@@ -57,7 +58,7 @@ def _json(response: Any) -> Obj:
 class ClientCalls:
     """``KubeCalls`` on ``kubernetes.client``; ``timeout`` bounds every call."""
 
-    def __init__(self, client: kubernetes.client.ApiClient, timeout: float) -> None:
+    def __init__(self, client: LimitedApiClient, timeout: float) -> None:
         self._client = client
         self._core = kubernetes.client.CoreV1Api(client)
         self._timeout = timeout
@@ -117,25 +118,10 @@ class ClientCalls:
         return _json(response)
 
     def close(self) -> None:
-        """Close the idle connections now (urllib3 2's ``PoolManager.clear`` leaves them to
-        the garbage collector), then the client."""
-        pools = self._client.rest_client.pool_manager.pools
-        for key in list(pools.keys()):
-            pool = pools.get(key)
-            if pool is not None:
-                pool.close()
-        self._client.close()  # type: ignore[no-untyped-call]
+        self._client.close()
 
     def _post(self, path: str, body: Obj) -> Obj:
-        request = self._client.param_serialize(
-            method="POST",
-            resource_path=path,
-            header_params={"Accept": "application/json", "Content-Type": "application/json"},
-            body=body,
-            auth_settings=["BearerToken"],
-        )
-        response = self._client.call_api(*request, _request_timeout=self._timeout)
-        response.read()  # type: ignore[no-untyped-call]
-        if not 200 <= response.status <= 299:
-            raise ApiException.from_response(http_resp=response, body=None, data=None)
-        return json.loads(response.data) if response.data else {}
+        answer = self._client.send_json("POST", path, body, timeout=self._timeout)
+        if not 200 <= answer.status <= 299:
+            raise ApiException(status=answer.status, reason=answer.reason)
+        return json.loads(answer.data) if answer.data else {}
