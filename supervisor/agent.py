@@ -43,13 +43,20 @@ from pkletd.supervisor.config import KubeletConfig
 from pkletd.supervisor.control import ControlServer, Request
 from pkletd.supervisor.forkserver import Exited, ForkServer, Spawned
 from pkletd.supervisor.node.cluster import NodeState
-from pkletd.supervisor.node.facts import MachineFacts, compose_node, container_runtime_version
+from pkletd.supervisor.node.facts import (
+    MachineFacts,
+    compose_node,
+    container_runtime_version,
+    node_allocatable,
+    node_capacity,
+    node_labels,
+)
 from pkletd.supervisor.notify import Notifier
 from pkletd.supervisor.pods import admission
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.cgroups.podcgroups import PodCgroups
 from pkletd.supervisor.pods.events import EventRecorder
-from pkletd.supervisor.pods.nodeinfo import NodeInfo
+from pkletd.supervisor.pods.nodeinfo import NodeInfo, kernel_version
 from pkletd.supervisor.pods.podsync import PodSyncer
 from pkletd.supervisor.pods.podworkers import PodWorkers
 from pkletd.supervisor.pods.proberesults import ProbeResults
@@ -107,8 +114,9 @@ class Agent:
         host_ip = config.node_ip.split(",")[0] or node_ip(config.node_name)
         self._pods = Pods(host_ip, sources, self._probes)
         self._events = EventRecorder()
+        self._machine = MachineFacts.read(Path(config.root_dir))  # read once, for both uses
         self._node = NodeState(config.node_name, bool(config.kubeconfig), self._events)
-        self.node_object: dict[str, Any] = {}  # what the node-lease worker registers
+        self._node_object: dict[str, Any] = {}  # what the node-lease worker registers
         self._sync = SyncLoop(self._parts(config), self._bus.publish)
         self._children = Children(
             worker_names, forkserver, config.worker_heartbeat_timeout, on_ready=self._worker_ready
@@ -121,7 +129,17 @@ class Agent:
         self._signals = Wakeup()
 
     def _parts(self, config: KubeletConfig) -> Parts:
-        node = NodeInfo.detect(config.node_name, (self._pods.host_ip,), Path(config.root_dir))
+        allocatable = node_allocatable(config, node_capacity(config, self._machine))
+        node = NodeInfo(
+            config.node_name,
+            (self._pods.host_ip,),
+            Path(config.root_dir),
+            cpu=allocatable["cpu"],
+            memory=allocatable["memory"],
+            ephemeral_storage=allocatable["ephemeral-storage"],
+            kernel=kernel_version(),
+        )
+        labels = node_labels(config, self._machine)
         syncer = PodSyncer(
             self._runtime,
             Path(config.pod_logs_dir),
@@ -136,7 +154,7 @@ class Agent:
             pods=self._pods,
             probes=self._probes,
             events=self._events,
-            admitter=admission.Admitter(admission.Node.of(node, config.max_pods)),
+            admitter=admission.Admitter(admission.Node.of(node, config.max_pods, labels)),
             sync_frequency=config.sync_frequency,
         )
 
@@ -158,9 +176,10 @@ class Agent:
         version = self._runtime_version()
         log.info("supervisor started node=%s runtime=%s", self._config.node_name, version)
         if self._config.kubeconfig:
-            machine = MachineFacts.read(Path(self._config.root_dir))
             runtime = container_runtime_version(version)
-            self.node_object = compose_node(self._config, machine, self._pods.host_ip, runtime)
+            self._node_object = compose_node(
+                self._config, self._machine, self._pods.host_ip, runtime
+            )
         self._children.start_all()
         while not (self._stopping and self._children.all_stopped()):
             if self._signalled and not self._stopping:
@@ -312,7 +331,7 @@ class Agent:
             self._pods.runtime_objects(),
             self._probes.snapshot(),
             self._probes.metrics,
-            self.node_object,
+            self._node_object,
             self._pods.awaiting_delete(),
         )
 

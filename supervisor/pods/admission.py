@@ -20,9 +20,8 @@ A rejected pod is Failed with that reason and message, and never runs.
 
 from __future__ import annotations
 
-import platform
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -32,7 +31,6 @@ from pkletd.supervisor.pods.events import Reason
 from pkletd.supervisor.pods.nodeinfo import NodeInfo
 from pkletd.supervisor.pods.setup import securitycontext
 
-ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
 RESOURCES = ("cpu", "memory", "ephemeral-storage")
 WILDCARD = "0.0.0.0"
 PORTS_TAKEN = "node(s) didn't have free ports for the requested pod ports"
@@ -49,24 +47,16 @@ class Node:
     name: str
     max_pods: int
     allocatable: dict[str, int]  # cpu in millicores, memory and ephemeral-storage in bytes
+    labels: dict[str, str] = field(default_factory=dict)  # the Node's, as it registers
 
     @classmethod
-    def of(cls, info: NodeInfo, max_pods: int) -> Node:
+    def of(cls, info: NodeInfo, max_pods: int, labels: dict[str, str]) -> Node:
         allocatable = {
             "cpu": quantity.milli(info.cpu),
             "memory": quantity.ceil_int(info.memory),
             "ephemeral-storage": quantity.ceil_int(info.ephemeral_storage),
         }
-        return cls(info.name, max_pods, allocatable)
-
-    @property
-    def labels(self) -> dict[str, str]:
-        machine = platform.machine()
-        return {
-            "kubernetes.io/hostname": self.name,
-            "kubernetes.io/os": "linux",
-            "kubernetes.io/arch": ARCH.get(machine, machine),
-        }
+        return cls(info.name, max_pods, allocatable, labels)
 
 
 def requests(pod: Pod) -> dict[str, int]:

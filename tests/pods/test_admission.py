@@ -12,7 +12,10 @@ from pkletd.supervisor.pods.events import Reason
 from tests.e2e import Pkletd, api_pod, pod_manifest, wait_for
 
 NODE = admission.Node(
-    "node1", max_pods=3, allocatable={"cpu": 2000, "memory": 2**30, "ephemeral-storage": 2**34}
+    "node1",
+    max_pods=3,
+    allocatable={"cpu": 2000, "memory": 2**30, "ephemeral-storage": 2**34},
+    labels={"kubernetes.io/hostname": "node1", "kubernetes.io/os": "linux"},
 )
 
 
