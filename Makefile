@@ -35,8 +35,8 @@ proto: install
 	rm -rf .proto-out && mkdir .proto-out
 	$(BIN)/python -m grpc_tools.protoc -I proto --python_out=.proto-out --pyi_out=.proto-out \
 		proto/podresources/v1/api.proto
-	cp .proto-out/podresources/v1/api_pb2.py workers/nodestats/podresources_pb2.py
-	cp .proto-out/podresources/v1/api_pb2.pyi workers/nodestats/podresources_pb2.pyi
+	cp .proto-out/podresources/v1/api_pb2.py workers/podresources/podresources_pb2.py
+	cp .proto-out/podresources/v1/api_pb2.pyi workers/podresources/podresources_pb2.pyi
 	rm -rf .proto-out
 
 unit: install

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pkletd.supervisor.config import KubeletConfig, v1beta1
 from pkletd.supervisor.forkserver import WorkerEntry
-from pkletd.workers import filesource, http, httpsource, logrotator, pleg, prober
+from pkletd.workers import filesource, http, httpsource, logrotator, pleg, podresources, prober
 from pkletd.workers.lifecycle import WorkerSettings
 
 HEARTBEATS_PER_TIMEOUT = 5
@@ -31,6 +31,9 @@ def entries(config: KubeletConfig) -> dict[str, WorkerEntry]:
             config.pleg_relist_period,
         ),
         "http": functools.partial(http.main, settings("http"), http_options(config)),
+        "pod-resources": functools.partial(
+            podresources.main, settings("pod-resources"), Path(config.root_dir)
+        ),
         "prober": functools.partial(
             prober.main,
             settings("prober"),

@@ -6,7 +6,7 @@
 - the pod logic (``supervisor/pods``) never imports the parent's process machinery
   (the rest of ``supervisor``) nor ``workers``;
 - the generated CRI stubs (``cri_api``) are imported by ``ipc/cri.py`` only, and the
-  generated pod-resources module by ``workers/nodestats/podresources.py`` only.
+  generated pod-resources module by ``workers/podresources/servicer.py`` only.
 
 A file obeys every rule whose folder holds it.
 """
@@ -21,7 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 STUBS = "cri_api"
 STUB_OWNER = Path("ipc/cri.py")
-GENERATED = {"pkletd.workers.nodestats.podresources_pb2": Path("workers/nodestats/podresources.py")}
+GENERATED = {
+    "pkletd.workers.podresources.podresources_pb2": Path("workers/podresources/servicer.py")
+}
 
 
 def _under(module: str, package: str) -> bool:

@@ -1,10 +1,9 @@
-"""The read-only node data behind metrics-server, Prometheus and device monitors: pure
-functions the http worker mounts as routes, and the pod-resources gRPC server.
+"""The read-only node data behind metrics-server and Prometheus: pure
+functions the http worker mounts as routes.
 
 - ``summary``: ``SummaryProvider.summary(pods, only_cpu_and_memory)``, ``/stats/summary``;
 - ``resource``: ``resource_metrics(provider, pods)``, ``/metrics/resource``;
-- ``cadvisor``: ``cadvisor_metrics(source, pods)``, ``/metrics/cadvisor``;
-- ``podresources``: ``serve(socket_path, pods_provider)``, ``v1.PodResourcesLister``.
+- ``cadvisor``: ``cadvisor_metrics(source, pods)``, ``/metrics/cadvisor``.
 
 Underneath: ``cgroupstats`` (a cgroup's counters, v1 and v2), ``rates`` (usageNanoCores
 from two samples), ``podrefs`` (pod dicts to cgroups), ``procfs`` (node facts from

@@ -1,21 +1,25 @@
 """The pod-resources API (v1.PodResourcesLister) answering a real gRPC client on its unix
-socket; the committed generated module matching proto/podresources/v1/api.proto."""
+socket; the committed generated module matching proto/podresources/v1/api.proto; and
+the pod-resources worker of a real pkletd."""
 
 from __future__ import annotations
 
+import os
+import signal
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 from google.protobuf import descriptor_pb2
-from pkletd.workers.nodestats import podresources
-from pkletd.workers.nodestats import podresources_pb2 as pb
+from pkletd.workers.podresources import podresources_pb2 as pb
+from pkletd.workers.podresources import servicer as podresources
 
+from tests.e2e import Pkletd, pod_manifest, wait_for
 from tests.workers.nodestats_helpers import api_pod
 
 REPO = Path(__file__).resolve().parents[2]
@@ -131,3 +135,37 @@ def test_generated_module_matches_the_proto(tmp_path: Path) -> None:
     assert committed == wanted
     assert committed.name == "podresources/v1/api.proto"  # not CRI's v1/api.proto
     assert podresources.SERVICE == "v1.PodResourcesLister"
+
+
+@pytest.mark.slow
+def test_pkletd_serves_its_pods_on_the_root_dirs_socket(pkletd: Pkletd) -> None:
+    """A device monitor's view: the pod-resources worker answers on
+    ``<root-dir>/pod-resources/kubelet.sock`` with the node's running pods, follows a
+    removal, and comes back on the same socket after being killed."""
+    pkletd.start()
+    pkletd.put("web", pod_manifest("web"))
+    pkletd.wait_running("web")
+    socket = pkletd.root_dir / "pod-resources" / "kubelet.sock"
+    channel = grpc.insecure_channel(f"unix://{socket}")
+
+    def listed() -> list[str]:
+        reply = call(channel, "List", pb.ListPodResourcesRequest(), pb.ListPodResourcesResponse)
+        return [p.name for p in reply.pod_resources]
+
+    try:
+        assert wait_for("the pod listed", lambda: listed() == [f"web-{pkletd.node}"])
+        os.kill(pkletd.workers()["pod-resources"]["pid"], signal.SIGKILL)
+        wait_for("pod-resources restarted", lambda: pkletd.workers()["pod-resources"]["restarts"])
+        assert wait_for("listed again", lambda: _answers(listed) == [f"web-{pkletd.node}"])
+        pkletd.remove("web")
+        assert wait_for("the pod gone", lambda: _answers(listed) == [])
+    finally:
+        channel.close()
+
+
+def _answers(method: Callable[[], list[str]]) -> list[str] | None:
+    """The method's reply, or None while the server is restarting."""
+    try:
+        return method()
+    except grpc.RpcError:
+        return None

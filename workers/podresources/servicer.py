@@ -1,5 +1,4 @@
-"""The kubelet's pod-resources gRPC API, ``v1.PodResourcesLister``, on a unix socket
-(``<root-dir>/pod-resources/kubelet.sock``).
+"""The kubelet's pod-resources gRPC API, ``v1.PodResourcesLister``, on a unix socket.
 
 As a kubelet without device plugins, CPU manager, memory manager or DRA answers:
 
@@ -26,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from pkletd.workers.nodestats import podresources_pb2 as pb
-from pkletd.workers.nodestats.podrefs import PodDict
+from pkletd.workers.podresources import podresources_pb2 as pb
 
 log = logging.getLogger(__name__)
 
 SERVICE = pb.DESCRIPTOR.services_by_name["PodResourcesLister"].full_name  # v1.PodResourcesLister
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+PodDict = Mapping[str, Any]  # an API pod, with its status
 PodsProvider = Callable[[], Iterable[PodDict]]
 
 
