@@ -2,7 +2,7 @@
 
 Naming: facts are past tense (``ContainerStarted`` is a PLEG fact), commands are
 imperative, request/reply pairs end in ``Request``/``Reply``. Bodies hold plain
-data only (str, int, float, bool, lists and dicts of those, and string enums
+data only (str, bytes, int, float, bool, lists and dicts of those, and string enums
 and ids, which travel as their strings), so msgpack carries them without any
 custom types. Pods travel as Kubernetes API JSON dicts.
 
@@ -19,8 +19,9 @@ from typing import Any
 
 from pkletd.ipc.apimodel.podspec import PodUID
 from pkletd.ipc.apimodel.probespec import ProbeType
+from pkletd.ipc.apimodel.references import ObjectKind
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Runtime objects in ``Snapshot.containers``: container ids as they are, sandbox
 # ids behind this prefix.
@@ -185,6 +186,60 @@ class PodDeleted:
     uid: PodUID
 
 
+# --- worker -> parent: the API objects pods reference ------------------------------
+# Their contents are secrets: never logged, never shown by `pkletd status`.
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectFetched:
+    """The pod-objects worker's reading of a ConfigMap or Secret a pod of the node
+    references: sent when first read, when it changes, and again after a restart.
+    ``error`` is "" when read; else why not, as the kubelet says it (``configmap "x"
+    not found``, or the API's error), with ``missing`` when the API answered 404 (an
+    ``optional`` reference is then satisfied). ``strings`` is a ConfigMap's ``data``;
+    ``data`` a ConfigMap's ``binaryData`` or a Secret's decoded ``data``."""
+
+    kind = "ObjectFetched"
+    object_kind: ObjectKind
+    namespace: str
+    name: str
+    error: str = ""
+    missing: bool = False
+    strings: dict[str, str] = field(default_factory=dict)
+    data: dict[str, bytes] = field(default_factory=dict)
+    secret_type: str = ""
+    immutable: bool = False
+    resource_version: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenIssued:
+    """A service account token for a pod's projected ``serviceAccountToken`` source,
+    from the TokenRequest API: sent when issued and when refreshed. Keyed as
+    ``references.TokenKey`` (pod, service account, audience, requested lifetime);
+    ``token`` is "" and ``error`` says why when the request failed."""
+
+    kind = "TokenIssued"
+    pod_uid: PodUID
+    service_account: str
+    audience: str  # "" is the API server's own audiences
+    expiration_seconds: int
+    token: str = ""
+    expires_at: float = 0.0  # wall-clock seconds
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ServicesListed:
+    """The Services of one namespace as the service environment variables need them,
+    sent for the namespaces of the node's pods and ``default`` once read and when they
+    change: each ``{"name", "clusterIP", "ports": [{"name", "port", "protocol"}]}``."""
+
+    kind = "ServicesListed"
+    namespace: str
+    services: list[dict[str, Any]]
+
+
 # --- parent -> worker ---------------------------------------------------------------
 
 
@@ -277,6 +332,9 @@ Message = (
     | PodDeleted
     | PodTerminated
     | EventRecorded
+    | ObjectFetched
+    | TokenIssued
+    | ServicesListed
 )
 
 MESSAGES: dict[str, type[Message]] = {
@@ -300,5 +358,8 @@ MESSAGES: dict[str, type[Message]] = {
         PodDeleted,
         PodTerminated,
         EventRecorded,
+        ObjectFetched,
+        TokenIssued,
+        ServicesListed,
     )
 }

@@ -32,6 +32,8 @@ def sample(hint: Any) -> Any:
         return 1.25
     if hint is str:
         return "sample"
+    if hint is bytes:
+        return b"\x00\xffsample"  # not UTF-8: a secret's bytes travel as they are
     if origin is list:
         (item,) = typing.get_args(hint)
         return [sample(item), sample(item)]

@@ -1,0 +1,130 @@
+"""The API objects a pod references, as the kubelet's secret, configmap and token
+managers register them: read from the pod's JSON, so the worker that fetches them and
+the parent that uses them agree on one list.
+
+- ConfigMaps: ``configMap`` volumes, ``projected`` ``configMap`` sources,
+  ``configMapKeyRef`` and ``envFrom`` ``configMapRef`` of every container (init and
+  ephemeral ones too);
+- Secrets: the same for secrets, plus ``imagePullSecrets``;
+- tokens: each ``projected`` ``serviceAccountToken`` source, for the pod's service
+  account (``default`` when unset), its audience ("" for the API server's own) and
+  lifetime (``expirationSeconds``, 3600 by default).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_TOKEN_SECONDS = 3600
+CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
+
+
+class ObjectKind(enum.StrEnum):
+    CONFIG_MAP = "ConfigMap"
+    SECRET = "Secret"
+
+    @property
+    def noun(self) -> str:
+        """As the kubelet's messages name it: ``configmap "x" not found``."""
+        return self.value.lower()
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ObjectKey:
+    kind: ObjectKind
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TokenKey:
+    """One token the kubelet's token manager keeps for a pod."""
+
+    pod_uid: str
+    namespace: str
+    pod_name: str
+    service_account: str
+    audience: str
+    expiration_seconds: int
+
+
+@dataclass(frozen=True, slots=True)
+class PodReferences:
+    objects: frozenset[ObjectKey]
+    tokens: frozenset[TokenKey]
+
+
+def references(pod: Mapping[str, Any]) -> PodReferences:
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    namespace = meta.get("namespace") or "default"
+    found = {
+        ObjectKey(kind, namespace, name)
+        for kind, name in (*_volume_objects(spec), *_env_objects(spec), *_pull_secrets(spec))
+        if name
+    }
+    account = spec.get("serviceAccountName") or "default"
+    tokens = {
+        TokenKey(
+            str(meta.get("uid", "")),
+            namespace,
+            str(meta.get("name", "")),
+            account,
+            str(source.get("audience") or ""),
+            int(source.get("expirationSeconds") or DEFAULT_TOKEN_SECONDS),
+        )
+        for source in _projected_sources(spec, "serviceAccountToken")
+    }
+    return PodReferences(frozenset(found), frozenset(tokens))
+
+
+def _volume_objects(spec: Mapping[str, Any]) -> Iterable[tuple[ObjectKind, str]]:
+    for volume in spec.get("volumes") or ():
+        if isinstance(volume.get("configMap"), dict):
+            yield ObjectKind.CONFIG_MAP, volume["configMap"].get("name", "")
+        if isinstance(volume.get("secret"), dict):
+            yield ObjectKind.SECRET, volume["secret"].get("secretName", "")
+    for source in _projected_sources(spec, "configMap"):
+        yield ObjectKind.CONFIG_MAP, source.get("name", "")
+    for source in _projected_sources(spec, "secret"):
+        yield ObjectKind.SECRET, source.get("name", "")
+
+
+def _projected_sources(spec: Mapping[str, Any], kind: str) -> Iterable[Mapping[str, Any]]:
+    for volume in spec.get("volumes") or ():
+        projected = volume.get("projected")
+        if not isinstance(projected, dict):
+            continue
+        for source in projected.get("sources") or ():
+            if isinstance(source, dict) and isinstance(source.get(kind), dict):
+                yield source[kind]
+
+
+def _env_objects(spec: Mapping[str, Any]) -> Iterable[tuple[ObjectKind, str]]:
+    for container in _containers(spec):
+        for var in container.get("env") or ():
+            source = var.get("valueFrom") or {}
+            if isinstance(source.get("configMapKeyRef"), dict):
+                yield ObjectKind.CONFIG_MAP, source["configMapKeyRef"].get("name", "")
+            if isinstance(source.get("secretKeyRef"), dict):
+                yield ObjectKind.SECRET, source["secretKeyRef"].get("name", "")
+        for entry in container.get("envFrom") or ():
+            if isinstance(entry.get("configMapRef"), dict):
+                yield ObjectKind.CONFIG_MAP, entry["configMapRef"].get("name", "")
+            if isinstance(entry.get("secretRef"), dict):
+                yield ObjectKind.SECRET, entry["secretRef"].get("name", "")
+
+
+def _pull_secrets(spec: Mapping[str, Any]) -> Iterable[tuple[ObjectKind, str]]:
+    for entry in spec.get("imagePullSecrets") or ():
+        if isinstance(entry, dict):
+            yield ObjectKind.SECRET, entry.get("name", "")
+
+
+def _containers(spec: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
+    for kind in CONTAINER_LISTS:
+        for container in spec.get(kind) or ():
+            if isinstance(container, dict):
+                yield container

@@ -1,0 +1,115 @@
+"""The API objects the node's pods reference, as the pod-objects worker last read them:
+ConfigMaps, Secrets, service account tokens and each namespace's Services.
+
+The worker fetches and watches; the parent only keeps its latest word, in memory (a
+Secret's bytes reach disk only in the pod's tmpfs volume). Pod-worker threads read
+while the loop thread writes; every entry is replaced whole, so a reader sees one
+reading or the next, never half of one.
+
+An object not heard of yet is *pending*: the pod waits for it, as the kubelet waits on
+its synchronous GET. One the API does not have is *missing* (an ``optional``
+reference is then satisfied). Either way ``ObjectUnavailable`` carries the kubelet's
+message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pkletd.ipc.apimodel.references import ObjectKey, ObjectKind, PodReferences, TokenKey
+from pkletd.ipc.messages import ObjectFetched, ServicesListed, TokenIssued
+
+TokenId = tuple[str, str, str, int]  # pod uid, service account, audience, lifetime
+
+
+class ObjectUnavailable(Exception):
+    """An object a pod needs cannot be used; ``str()`` is the kubelet's message."""
+
+    def __init__(self, message: str, *, missing: bool = False, pending: bool = False) -> None:
+        super().__init__(message)
+        self.missing = missing
+        self.pending = pending
+
+
+def not_found(kind: ObjectKind, name: str) -> ObjectUnavailable:
+    return ObjectUnavailable(f'{kind.noun} "{name}" not found', missing=True)
+
+
+class ApiObjects:
+    def __init__(self) -> None:
+        self._objects: dict[ObjectKey, ObjectFetched] = {}
+        self._tokens: dict[TokenId, TokenIssued] = {}
+        self._services: dict[str, list[dict[str, Any]]] = {}
+
+    # --- what the worker says ----------------------------------------------------------
+
+    def on_fetched(self, message: ObjectFetched) -> bool:
+        """Keep the reading; whether it differs from the one before."""
+        key = ObjectKey(message.object_kind, message.namespace, message.name)
+        before = self._objects.get(key)
+        self._objects[key] = message
+        return before != message
+
+    def on_token(self, message: TokenIssued) -> bool:
+        token_id = (
+            message.pod_uid,
+            message.service_account,
+            message.audience,
+            message.expiration_seconds,
+        )
+        before = self._tokens.get(token_id)
+        self._tokens[token_id] = message
+        return before is None or before.token != message.token or before.error != message.error
+
+    def on_services(self, message: ServicesListed) -> bool:
+        before = self._services.get(message.namespace)
+        self._services[message.namespace] = message.services
+        return before != message.services
+
+    def keep_only(self, wanted: Iterable[PodReferences], namespaces: set[str]) -> None:
+        """Forget what no pod references any more (the worker stops watching it too)."""
+        objects: set[ObjectKey] = set()
+        tokens: set[TokenId] = set()
+        for refs in wanted:
+            objects |= refs.objects
+            tokens |= {_token_id(t) for t in refs.tokens}
+        self._objects = {k: v for k, v in self._objects.items() if k in objects}
+        self._tokens = {k: v for k, v in self._tokens.items() if k in tokens}
+        self._services = {k: v for k, v in self._services.items() if k in namespaces}
+
+    # --- what pods read ----------------------------------------------------------------
+
+    def get(self, key: ObjectKey) -> ObjectFetched:
+        """The object as read; ObjectUnavailable if pending, missing or unreadable."""
+        found = self._objects.get(key)
+        if found is None:
+            raise ObjectUnavailable(
+                f'{key.kind.noun} "{key.name}" not yet read from the API server', pending=True
+            )
+        if found.missing:
+            raise not_found(key.kind, key.name)
+        if found.error:
+            raise ObjectUnavailable(found.error)
+        return found
+
+    def token(self, key: TokenKey) -> str:
+        found = self._tokens.get(_token_id(key))
+        if found is None:
+            raise ObjectUnavailable("service account token not yet issued", pending=True)
+        if found.error:
+            raise ObjectUnavailable(f"failed to fetch token: {found.error}")
+        return found.token
+
+    def services(self, namespace: str) -> list[dict[str, Any]]:
+        found = self._services.get(namespace)
+        if found is None:
+            raise ObjectUnavailable(
+                "services have not yet been read at least once, cannot construct envvars",
+                pending=True,
+            )
+        return found
+
+
+def _token_id(key: TokenKey) -> TokenId:
+    return key.pod_uid, key.service_account, key.audience, key.expiration_seconds
