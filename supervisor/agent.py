@@ -57,6 +57,7 @@ from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.cgroups.podcgroups import PodCgroups
 from pkletd.supervisor.pods.events import EventRecorder
 from pkletd.supervisor.pods.nodeinfo import NodeInfo, kernel_version
+from pkletd.supervisor.pods.objects import ApiObjects
 from pkletd.supervisor.pods.podsync import PodSyncer
 from pkletd.supervisor.pods.podworkers import PodWorkers
 from pkletd.supervisor.pods.proberesults import ProbeResults
@@ -140,12 +141,14 @@ class Agent:
             kernel=kernel_version(),
         )
         labels = node_labels(config, self._machine)
+        objects = ApiObjects()
         syncer = PodSyncer(
             self._runtime,
             Path(config.pod_logs_dir),
             self._events,
-            PodSetup(node),
+            PodSetup(node, objects),
             PodCgroups.host(config.pod_pids_limit).start(),
+            objects,
         )
         return Parts(
             runtime=self._runtime,
@@ -156,6 +159,7 @@ class Agent:
             events=self._events,
             admitter=admission.Admitter(admission.Node.of(node, config.max_pods, labels)),
             sync_frequency=config.sync_frequency,
+            objects=objects,
         )
 
     # --- the loop ------------------------------------------------------------------

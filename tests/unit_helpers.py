@@ -18,6 +18,7 @@ from pkletd.supervisor.pods.cgroups.podcgroups import CgroupTree, PodCgroups
 from pkletd.supervisor.pods.events import EventRecorder
 from pkletd.supervisor.pods.fakeruntime import FakeRuntime
 from pkletd.supervisor.pods.nodeinfo import NodeInfo
+from pkletd.supervisor.pods.objects import ApiObjects
 from pkletd.supervisor.pods.podsync import PodSyncer
 from pkletd.supervisor.pods.setup.podsetup import PodSetup
 from pkletd.supervisor.pods.setup.runtimespec import CONTAINER_HASH
@@ -135,4 +136,7 @@ def fake_syncer(runtime: FakeRuntime, tmp: Path) -> PodSyncer:
     node = NodeInfo("node", ("10.0.0.1",), tmp / "root")
     (tmp / "cgroup").mkdir()
     cgroups = PodCgroups(CgroupTree(tmp / "cgroup", v2=True), 2000, 2**30)
-    return PodSyncer(runtime, tmp / "logs", EventRecorder(), PodSetup(node), cgroups)
+    objects = ApiObjects()
+    return PodSyncer(
+        runtime, tmp / "logs", EventRecorder(), PodSetup(node, objects), cgroups, objects
+    )

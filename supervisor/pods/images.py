@@ -18,6 +18,7 @@ from pkletd.ipc.apimodel.podspec import Container, Pod, PodUID
 from pkletd.ipc.cri import CriError, ImageInfo, SandboxSpec
 from pkletd.supervisor.pods.backoff import Clock, CrashBackoff
 from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason, go_duration
+from pkletd.supervisor.pods.objects import ApiObjects
 from pkletd.supervisor.pods.runtime import Runtime
 from pkletd.supervisor.pods.types import Waiting, WaitingReason
 
@@ -25,8 +26,15 @@ log = logging.getLogger(__name__)
 
 
 class ImagePuller:
-    def __init__(self, runtime: Runtime, events: EventRecorder, clock: Clock = time.time) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        events: EventRecorder,
+        objects: ApiObjects,
+        clock: Clock = time.time,
+    ) -> None:
         self._runtime = runtime
+        self._objects = objects  # where pull secrets are read
         self._events = events
         self._backoff = CrashBackoff(clock=clock)
         self._failed_at: dict[str, float] = {}  # "<pod uid>/<image>" -> when its pull failed

@@ -39,6 +39,7 @@ from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason
 from pkletd.supervisor.pods.images import ImagePuller
 from pkletd.supervisor.pods.inspector import PodInspector
 from pkletd.supervisor.pods.killing import Killer, pod_address
+from pkletd.supervisor.pods.objects import ApiObjects
 from pkletd.supervisor.pods.podactions import Actions, compute_actions
 from pkletd.supervisor.pods.runtime import Runtime
 from pkletd.supervisor.pods.setup import runtimespec
@@ -95,6 +96,7 @@ class PodSyncer:
         events: EventRecorder,
         setup: PodSetup,
         cgroups: PodCgroups,
+        objects: ApiObjects,
         clock: Clock = time.time,
     ) -> None:
         self._runtime = runtime
@@ -105,7 +107,7 @@ class PodSyncer:
         self._events = events
         self._killer = Killer(runtime, events)
         self._backoff = CrashBackoff(clock=clock)
-        self._images = ImagePuller(runtime, events, clock)
+        self._images = ImagePuller(runtime, events, objects, clock)
         self._kills: dict[PodUID, dict[str, tuple[int, str]]] = {}  # uid -> id -> grace, why
         self._kills_lock = threading.Lock()
 

@@ -34,6 +34,7 @@ from pkletd.ipc.messages import (
 from pkletd.supervisor.pods import admission
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason
+from pkletd.supervisor.pods.objects import ApiObjects
 from pkletd.supervisor.pods.podsync import FAILED_STEP_RETRY_S, PodSyncer
 from pkletd.supervisor.pods.podworkers import PodWorkers
 from pkletd.supervisor.pods.proberesults import ProbeResults
@@ -63,6 +64,7 @@ class Parts:
     events: EventRecorder
     admitter: admission.Admitter
     sync_frequency: float
+    objects: ApiObjects
 
 
 class SyncLoop:

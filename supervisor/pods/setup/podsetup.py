@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pkletd.ipc.apimodel.podspec import Container, Pod
 from pkletd.ipc.cri import ContainerSpec, ImageInfo
 from pkletd.supervisor.pods.nodeinfo import NodeInfo
+from pkletd.supervisor.pods.objects import ApiObjects
 from pkletd.supervisor.pods.setup import envvars, securitycontext
 from pkletd.supervisor.pods.setup.envvars import ConfigError
 from pkletd.supervisor.pods.setup.volumes import PodVolumes, VolumeError
@@ -34,8 +35,9 @@ class Blocked:
 
 
 class PodSetup:
-    def __init__(self, node: NodeInfo) -> None:
+    def __init__(self, node: NodeInfo, objects: ApiObjects) -> None:
         self.node = node
+        self.objects = objects
         self.volumes = PodVolumes(node)
 
     def blocked(self, pod: Pod) -> Blocked | None:
