@@ -101,6 +101,7 @@ class KubeletConfig:
     kube_api_burst: int
     event_record_qps: int
     event_burst: int
+    config_map_and_secret_change_detection_strategy: str  # Watch, Cache or Get
     system_reserved: tuple[tuple[str, str], ...]  # resource name, quantity
     kube_reserved: tuple[tuple[str, str], ...]
     eviction_hard: tuple[tuple[str, str], ...]  # signal, quantity or percentage
@@ -391,6 +392,9 @@ def _eviction_map(value: object) -> tuple[tuple[str, str], ...]:
 
 
 AUTHORIZATION_MODES = ("AlwaysAllow", "Webhook")
+# How the pod-objects worker follows ConfigMaps and Secrets: a watch per object, a GET
+# once a cached read is older than the node's object TTL, or a GET every pod sync.
+CHANGE_DETECTION_STRATEGIES = ("Watch", "Cache", "Get")
 
 
 def _tls_version(value: object) -> str:
@@ -408,6 +412,17 @@ def _cipher_suites(value: object) -> tuple[str, ...]:
         if name not in tlsnames.GO_CIPHERS and name not in tlsnames.TLS13_CIPHERS:
             raise ValueError(f"Cipher suite {name} not supported or doesn't exist")
     return tuple(value)
+
+
+def _change_detection(value: object) -> str:
+    """configMapAndSecretChangeDetectionStrategy; the kubelet refuses any other value at
+    start ("unknown configmap and secret manager mode")."""
+    text = _string(value)
+    if text and text not in CHANGE_DETECTION_STRATEGIES:
+        raise ValueError(
+            f"must be one of {', '.join(CHANGE_DETECTION_STRATEGIES)}, got {_show(text)}"
+        )
+    return text
 
 
 def _authorization_mode(value: object) -> str:
@@ -506,6 +521,9 @@ _FIELDS: tuple[_Field, ...] = (
     _Field("eventRecordQPS", "event_record_qps", _int32, 50, "--event-qps",
            "events posted per second"),
     _Field("eventBurst", "event_burst", _int32, 100, "--event-burst", "burst of events posted"),
+    _Field("configMapAndSecretChangeDetectionStrategy",
+           "config_map_and_secret_change_detection_strategy", _change_detection, "Watch",
+           None, ""),
     _Field("systemReserved", "system_reserved", _quantity_map, (), None, ""),
     _Field("kubeReserved", "kube_reserved", _quantity_map, (), None, ""),
     _Field("evictionHard", "eviction_hard", _eviction_map, (), None, ""),

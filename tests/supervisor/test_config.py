@@ -84,6 +84,7 @@ def test_defaults_without_a_file() -> None:
         kube_api_burst=100,
         event_record_qps=50,
         event_burst=100,
+        config_map_and_secret_change_detection_strategy="Watch",
         system_reserved=(),
         kube_reserved=(),
         eviction_hard=(),
@@ -673,6 +674,23 @@ def test_bad_cluster_fields_name_file_and_field(tmp_path: Path) -> None:
     path = write(tmp_path, "registerWithTaints: [{key: a, effect: Never}]\n")
     with pytest.raises(ConfigError, match='field "registerWithTaints"'):
         load("--config", path)
+
+
+def test_change_detection_strategy(tmp_path: Path) -> None:
+    for strategy in ("Watch", "Cache", "Get"):
+        path = write(tmp_path, f"configMapAndSecretChangeDetectionStrategy: {strategy}\n")
+        result = load("--config", path)
+        assert result.warnings == ()
+        assert result.config.config_map_and_secret_change_detection_strategy == strategy
+    path = write(tmp_path, 'configMapAndSecretChangeDetectionStrategy: ""\n')
+    assert load("--config", path).config.config_map_and_secret_change_detection_strategy == (
+        "Watch"
+    )
+    path, error = file_error(tmp_path, "configMapAndSecretChangeDetectionStrategy: TTL\n")
+    assert error == (
+        f'{path}: field "configMapAndSecretChangeDetectionStrategy": must be one of Watch, '
+        'Cache, Get, got "TTL"'
+    )
 
 
 # --- the kubelet API: TLS, authentication, authorization ------------------------------------
