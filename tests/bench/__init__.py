@@ -3,12 +3,16 @@
 Run from the repository root (``make bench``)::
 
     .venv/bin/python -m tests.bench [--pods N] [--rounds R] [--kills K] [--poll-ms MS]
-        [--mix-pods N] [--mix-rounds R] [--probe-pods N] [--probe-window S] [--keep]
+        [--mix-pods N] [--mix-rounds R] [--probe-pods N] [--probe-window S]
+        [--api-pods N] [--api-requests N] [--exec-runs N] [--containerd-dir D]
+        [--only FIGURE] [--keep]
 
-It starts a private containerd of its own at ``/tmp/pkletd-ctr-bench`` (stopped
-at the end, also on failure), prints one human-readable line per figure, and as
-the last line of stdout one JSON object with every figure (flat keys, seconds
-and MB) and ``targets_met``, for scripts. Progress goes to stderr. The exit
+It starts a private containerd of its own under ``--containerd-dir``
+(``/tmp/pkletd-ctr-bench``; give another dir while anything else may use that
+one: a shared containerd skews every figure), stopped at the end, also on
+failure, prints one human-readable line per figure, and as the last line of
+stdout one JSON object with every figure (flat keys, seconds and MB) and
+``targets_met``, for scripts. Progress goes to stderr. The exit
 status is non-zero only when the bench itself fails (e.g. pkletd started a pod
 twice), not when a target is missed: misses are flagged in the output.
 
@@ -21,14 +25,23 @@ Figures, one module each (their docstrings say how each is measured):
 5. ``podmix``: start-up of pods with init containers, against the CRI floor.
 6. ``proberload``: the prober's CPU, lateness and kept periods under 110 pods'
    probes (``probestats``, ``proberwhy``), against a minimal probe loop.
+7. ``cluster``: API requests per pod and per minute, and start-up through the
+   test API server, against the kubelet's.
+8. ``kubeletapi``: ``/pods``, ``/stats/summary`` and ``/metrics/cadvisor`` latency
+   with 110 pods, against ``/healthz`` and the floor of each one's data
+   (``statsfloor``), and the http worker's PSS.
+9. ``exec``: the ``kubectl exec`` round trip, against a bare CRI ``ExecSync``
+   (skipped while the kubelet API has no ``/exec``).
 
-Figures 2-4 use the pods of figure 1's last pkletd run; 5 and 6 start from an
-empty runtime with pkletd instances of their own. ``common`` holds what they
-share (CPU accounting, the bench's pkletd, cleanup, the bytecode cache).
+Figures 2-4 use the pods of figure 1's last pkletd run; 5 to 9 start from an
+empty runtime with pkletd instances of their own (``--only`` runs one of them).
+``common`` holds what they share (CPU accounting, the bench's pkletd, cleanup,
+the bytecode cache).
 
 Targets: start-up totals (plain and pod mix) within 1.3x the floor, restart
 medians under 0.1 s, status under 100 ms, PSS under 200 MB, prober under 15% of
 one core with p99 lateness under 100 ms and every period kept. The whole run
-takes about 6-8 minutes on a 2-core machine. Everything is stopped and cleaned
-at the end: pkletd, all pods, the bench containerd.
+takes about 6-8 minutes on a 2-core machine, and figures 8 and 9 about 4 more.
+Everything is stopped and cleaned at the end: pkletd, all pods, the bench
+containerd.
 """

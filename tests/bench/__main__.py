@@ -16,7 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from tests.bench import __doc__ as PACKAGE_DOC
-from tests.bench import cluster, memory, podmix, proberload, restarts, startup, status
+from tests.bench import (
+    cluster,
+    kubectlexec,
+    kubeletapi,
+    memory,
+    podmix,
+    proberload,
+    restarts,
+    startup,
+    status,
+)
 from tests.bench.common import (
     PARALLELISM,
     Context,
@@ -32,6 +42,8 @@ STANDALONE = {
     "podmix": podmix.section,
     "proberload": proberload.section,
     "cluster": cluster.section,
+    "kubeletapi": kubeletapi.section,
+    "exec": kubectlexec.section,
 }
 STATUS_POLL_MS = 50  # each status request costs the supervisor ~2 ms with 100 pods: poll gently
 
@@ -64,6 +76,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--probe-window", type=float, default=30.0, help="prober measurement window, seconds"
+    )
+    parser.add_argument("--api-pods", type=int, default=110, help="pods of the kubelet API figure")
+    parser.add_argument(
+        "--api-requests", type=int, default=200, help="requests to each kubelet API endpoint"
+    )
+    parser.add_argument("--exec-runs", type=int, default=20, help="kubectl exec round trips")
+    parser.add_argument(
+        "--containerd-dir",
+        type=Path,
+        default=BENCH_CONTAINERD_DIR,
+        help="the bench's own containerd (never share one with tests or another bench)",
     )
     parser.add_argument("--keep", action="store_true", help="keep pkletd's temp dirs (logs)")
     parser.add_argument(
@@ -98,6 +121,10 @@ def bench(ctx: Context) -> None:
         run("proberload", proberload.section)
         clean_runtime(ctx.daemon.address)
         run("cluster", cluster.section)
+        clean_runtime(ctx.daemon.address)
+        run("kubeletapi", kubeletapi.section)
+        clean_runtime(ctx.daemon.address)
+        run("exec", kubectlexec.section)
     except BaseException:
         if ctx.agent is not None:
             dump_logs(ctx.agent)
@@ -122,12 +149,12 @@ def finite(value: Any) -> Any:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     ensure_installed()
-    daemon = PrivateContainerd(BENCH_CONTAINERD_DIR)
+    daemon = PrivateContainerd(args.containerd_dir)
     figures: dict[str, Any] = {}
     code = 0
     started = time.monotonic()
     try:
-        progress(f"starting containerd under {BENCH_CONTAINERD_DIR}")
+        progress(f"starting containerd under {args.containerd_dir}")
         daemon.start()
         clean_runtime(daemon.address)  # a reused daemon may hold pods of an aborted run
         with bytecode_cache():

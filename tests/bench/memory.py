@@ -18,11 +18,16 @@ from tests.bench.common import PYTHON, Context, ratio, verdict
 TARGET_PSS_MB = 200.0
 
 
-def pss_kb(pid: int) -> int:
+def rollup_kb(pid: int, key: str) -> int:
+    """One figure (``Pss``, ``Rss``...) of ``/proc/<pid>/smaps_rollup``, in kB."""
     for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-        if line.startswith("Pss:"):
+        if line.startswith(f"{key}:"):
             return int(line.split()[1])
-    raise LookupError(f"no Pss in /proc/{pid}/smaps_rollup")
+    raise LookupError(f"no {key} in /proc/{pid}/smaps_rollup")
+
+
+def pss_kb(pid: int) -> int:
+    return rollup_kb(pid, "Pss")
 
 
 @contextlib.contextmanager
