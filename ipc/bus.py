@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from pathlib import Path
 
 import zmq
@@ -35,6 +36,11 @@ def _endpoint(run_dir: Path, name: str) -> str:
     return endpoint
 
 
+def worker_name(identity: bytes) -> str:
+    """The worker's name in a DEALER identity (``<name>/<pid>``)."""
+    return identity.decode(errors="replace").partition("/")[0]
+
+
 class ParentBus:
     """The parent's end: ROUTER for worker traffic, PUB for broadcasts."""
 
@@ -45,6 +51,10 @@ class ParentBus:
         self.pub = self._bind(zmq.PUB, run_dir, EVENTS_SOCKET)
         self.pub.setsockopt(zmq.SNDHWM, 100_000)
         self.seq = 0
+        # What crossed the bus, for the parent's metrics: by (worker, kind), by kind.
+        self.received: Counter[tuple[str, str]] = Counter()
+        self.sent: Counter[tuple[str, str]] = Counter()
+        self.broadcasts: Counter[str] = Counter()
 
     def _bind(self, kind: int, run_dir: Path, name: str) -> zmq.Socket[bytes]:
         path = run_dir / name
@@ -60,7 +70,9 @@ class ParentBus:
         parts = self.router.recv_multipart(zmq.NOBLOCK)
         if len(parts) != 2:
             raise BadMessage(f"{len(parts)}-part frame from {parts[0]!r}")
-        return parts[0], decode(parts[1])
+        envelope = decode(parts[1])
+        self.received[(worker_name(parts[0]), envelope.message.kind)] += 1
+        return parts[0], envelope
 
     def reply(self, identity: bytes, message: Message) -> bool:
         """Send to one worker; False if it is gone."""
@@ -69,12 +81,14 @@ class ParentBus:
             self.router.send_multipart([identity, frame], zmq.NOBLOCK)
         except zmq.ZMQError:
             return False
+        self.sent[(worker_name(identity), message.kind)] += 1
         return True
 
     def publish(self, message: Message) -> int:
         self.seq += 1
         frame = encode(message, PARENT, self.seq, time.monotonic())
         self.pub.send_multipart([message.kind.encode(), frame])
+        self.broadcasts[message.kind] += 1
         return self.seq
 
     def close(self) -> None:

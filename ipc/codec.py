@@ -3,7 +3,8 @@
     [schema_version, kind, sender, seq, monotonic_time, body]
 
 ``body`` is a map of the message's fields; a string enum or an id travels as its
-string and is made the field's type again on decoding. Decoding is strict: a wrong schema
+string and is made the field's type again on decoding; a ``TypedDict`` is a map with
+exactly its keys. Decoding is strict: a wrong schema
 version, an unknown kind, an unknown or missing field, or a field of the wrong
 type raises ``BadMessage`` naming the sender, the kind and the field, so a
 receiver can log one precise line and drop the frame.
@@ -84,7 +85,7 @@ def _build(cls: type[Message], body: dict[str, Any], sender: str) -> Message:
 _HINTS: dict[type, dict[str, Any]] = {}
 
 
-def _hints(cls: type[Message]) -> dict[str, Any]:
+def _hints(cls: type) -> dict[str, Any]:
     if cls not in _HINTS:
         _HINTS[cls] = typing.get_type_hints(cls)
     return _HINTS[cls]
@@ -117,6 +118,15 @@ def _conforms(value: Any, hint: Any) -> bool:
         return isinstance(value, str)
     if hint is bytes:
         return isinstance(value, bytes)
+    if typing.is_typeddict(hint):  # a map with exactly these keys, each of its type
+        keys = _hints(hint)
+        return (
+            isinstance(value, dict)
+            and value.keys() == keys.keys()
+            and all(_conforms(value[k], h) for k, h in keys.items())
+        )
+    if origin is typing.Literal:
+        return any(type(value) is type(a) and value == a for a in typing.get_args(hint))
     if origin is list:
         (item,) = typing.get_args(hint)
         return isinstance(value, list) and all(_conforms(v, item) for v in value)

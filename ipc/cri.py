@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NewType, TypeVar
@@ -24,6 +25,8 @@ ContainerID = NewType("ContainerID", str)
 SandboxID = NewType("SandboxID", str)
 
 POD_UID_LABEL = "io.kubernetes.pod.uid"
+# Told of every call: the CRI method, its seconds, whether it failed (the parent's metrics).
+CallObserver = Callable[[str, float, bool], None]
 
 
 class ContainerState(enum.Enum):
@@ -277,21 +280,28 @@ class ExecResult:
 class CriRuntime:
     """The real runtime, over gRPC on a unix socket."""
 
-    def __init__(self, endpoint: str, timeout: float) -> None:
+    def __init__(self, endpoint: str, timeout: float, observer: CallObserver | None = None) -> None:
         self._channel = grpc.insecure_channel(endpoint)
         self._runtime = pb_grpc.RuntimeServiceStub(self._channel)
         self._images = pb_grpc.ImageServiceStub(self._channel)
         self._timeout = timeout
+        self._observer = observer
         self.endpoint = endpoint
 
     def close(self) -> None:
         self._channel.close()
 
     def _call(self, stub: Any, method: str, request: Any, target: str, timeout: float = 0) -> Any:
+        started = time.monotonic()
+        failed = False
         try:
             return getattr(stub, method)(request, timeout=timeout or self._timeout)
         except grpc.RpcError as exc:
+            failed = True
             raise CriError(method, target, exc.code().name, exc.details() or "") from exc
+        finally:
+            if self._observer is not None:
+                self._observer(method, time.monotonic() - started, failed)
 
     # --- reading ---------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from pkletd.ipc.apimodel.podspec import PodUID
 from pkletd.ipc.apimodel.probespec import ProbeType
@@ -313,6 +313,44 @@ class ParentAlive:
     pleg_ok: bool = True
 
 
+# --- parent -> http worker: the parent's metrics -----------------------------------
+
+MetricType = Literal["counter", "gauge", "histogram"]
+
+
+class MetricSeries(TypedDict):
+    """One series of a ``MetricFamily``: its label values, in the family's label order;
+    a counter's or a gauge's value, or a histogram's sum; and a histogram's cumulative
+    bucket counts, one per bound and a last one for ``+Inf`` (its count), else empty."""
+
+    labels: list[str]
+    value: float
+    buckets: list[int]
+
+
+class MetricFamily(TypedDict):
+    """A metric family as Prometheus names it: ``bounds`` are a histogram's bucket upper
+    bounds without ``+Inf`` (empty for counters and gauges)."""
+
+    name: str
+    type: MetricType
+    help: str
+    labels: list[str]
+    bounds: list[float]
+    series: list[MetricSeries]
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsReport:
+    """Broadcast every few seconds: the metrics the parent keeps (pods, PLEG, runtime
+    operations, workers, the bus) for the http worker to serve at ``/metrics``. Its size
+    is bounded: every label takes its values from a closed set (operation types, worker
+    names, message kinds, container states)."""
+
+    kind = "MetricsReport"
+    families: list[MetricFamily]
+
+
 Message = (
     Hello
     | SnapshotRequest
@@ -328,6 +366,7 @@ Message = (
     | PodStatusUpdated
     | PodForgotten
     | ParentAlive
+    | MetricsReport
     | NodeReported
     | PodDeleted
     | PodTerminated
@@ -354,6 +393,7 @@ MESSAGES: dict[str, type[Message]] = {
         PodStatusUpdated,
         PodForgotten,
         ParentAlive,
+        MetricsReport,
         NodeReported,
         PodDeleted,
         PodTerminated,

@@ -42,6 +42,8 @@ from pkletd.supervisor.children import Children, State
 from pkletd.supervisor.config import KubeletConfig
 from pkletd.supervisor.control import ControlServer, Request
 from pkletd.supervisor.forkserver import Exited, ForkServer, Spawned
+from pkletd.supervisor.metrics.report import REPORT_S, AgentMetrics
+from pkletd.supervisor.metrics.runtimeops import RuntimeOperations
 from pkletd.supervisor.node.cluster import NodeState
 from pkletd.supervisor.node.facts import (
     MachineFacts,
@@ -101,8 +103,10 @@ class Agent:
         forkserver: ForkServer,
         worker_names: list[str],
         runtime: Runtime,
+        operations: RuntimeOperations,
     ) -> None:
         self._config = config
+        self._metrics = AgentMetrics(config.node_name, operations)  # counts the runtime's calls
         run_dir = Path(config.run_dir)
         self._forkserver = forkserver
         self._bus = ParentBus(run_dir)
@@ -126,6 +130,7 @@ class Agent:
         self._signalled = ""
         self._announced_ready = False
         self._next_alive = 0.0
+        self._next_report = 0.0
         self._next_watchdog = 0.0
         self._signals = Wakeup()
 
@@ -149,6 +154,7 @@ class Agent:
             PodSetup(node, objects),
             PodCgroups.host(config.pod_pids_limit).start(),
             objects,
+            self._metrics.pods,
         )
         return Parts(
             runtime=self._runtime,
@@ -160,6 +166,7 @@ class Agent:
             admitter=admission.Admitter(admission.Node.of(node, config.max_pods, labels)),
             sync_frequency=config.sync_frequency,
             objects=objects,
+            metrics=self._metrics.pods,
         )
 
     # --- the loop ------------------------------------------------------------------
@@ -230,11 +237,17 @@ class Agent:
         if now >= self._next_alive:
             self._bus.publish(ParentAlive(self._sync.runtime_ok, self._node.pleg_ok()))
             self._next_alive = now + ALIVE_S
+        if now >= self._next_report:
+            report = self._metrics.report(
+                self._pods, self._children, self._bus, self._forkserver.pid
+            )
+            self._bus.publish(report)
+            self._next_report = now + REPORT_S
         if self._notifier.watchdog_interval and now >= self._next_watchdog:
             if self._children.heartbeats_fresh():
                 self._notifier.send("WATCHDOG=1")
             self._next_watchdog = now + self._notifier.watchdog_interval
-        deadlines.append(self._next_alive)
+        deadlines += [self._next_alive, self._next_report]
         if self._notifier.watchdog_interval:
             deadlines.append(self._next_watchdog)
         return min(deadlines)
@@ -259,6 +272,8 @@ class Agent:
             self._children.exited(report.pid, report.code)
 
     def _worker_ready(self, name: str) -> None:
+        if name == "http":
+            self._next_report = 0.0  # a restarted http worker serves the parent's metrics at once
         if not self._announced_ready and all(
             w.state is State.RUNNING for w in self._children.workers.values()
         ):
@@ -319,6 +334,7 @@ class Agent:
             self._sync.on_probe_metrics(message)
         elif isinstance(message, RelistCompleted):
             self._node.relisted()
+            self._metrics.pleg.relisted(message.duration_s, envelope.sent_at)
         elif isinstance(message, NodeReported):
             self._node.reported(message)
         elif isinstance(message, PodDeleted):

@@ -73,6 +73,7 @@ class WorkerProcess:
     started_at: float = 0.0
     last_heartbeat: float = 0.0
     last_exit: str = ""
+    last_exit_code: int | None = None  # exit status, or minus the signal; None: never exited
     quick_deaths: int = 0
     restart_at: float = 0.0
     stop_reason: str = ""  # set while we are stopping it on purpose
@@ -164,6 +165,7 @@ class Children:
         now = self._clock()
         expected = worker.stop_reason not in ("", HUNG)
         worker.last_exit = classify(code, expected)
+        worker.last_exit_code = code
         if worker.stop_reason:
             worker.last_exit += f" ({worker.stop_reason})"
         level = logging.INFO if expected else logging.WARNING

@@ -13,6 +13,7 @@ from pkletd.supervisor import logs, workerset
 from pkletd.supervisor.agent import Agent
 from pkletd.supervisor.config import KubeletConfig
 from pkletd.supervisor.forkserver import ForkServer
+from pkletd.supervisor.metrics.runtimeops import RuntimeOperations
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +50,11 @@ def start(config: KubeletConfig, warnings: tuple[str, ...]) -> int:
     entries = workerset.entries(config)
     forkserver = ForkServer(entries, Path(config.log_dir))
     forkserver.start()  # before any zmq context, gRPC channel or thread exists
-    runtime = CriRuntime(config.container_runtime_endpoint, config.runtime_request_timeout)
-    agent = Agent(config, forkserver, list(entries), runtime)
+    operations = RuntimeOperations()  # counts every CRI call of the parent's runtime
+    runtime = CriRuntime(
+        config.container_runtime_endpoint, config.runtime_request_timeout, operations.observe
+    )
+    agent = Agent(config, forkserver, list(entries), runtime, operations)
     try:
         return agent.run()
     except BaseException:  # the top of the parent: stop the workers, exit non-zero for systemd

@@ -19,6 +19,7 @@ from pkletd.supervisor.pods.events import EventRecorder
 from pkletd.supervisor.pods.fakeruntime import FakeRuntime
 from pkletd.supervisor.pods.nodeinfo import NodeInfo
 from pkletd.supervisor.pods.objects import ApiObjects
+from pkletd.supervisor.pods.podmetrics import PodMetrics
 from pkletd.supervisor.pods.podsync import PodSyncer
 from pkletd.supervisor.pods.setup.podsetup import PodSetup
 from pkletd.supervisor.pods.setup.runtimespec import CONTAINER_HASH
@@ -131,12 +132,18 @@ spec:
 """
 
 
-def fake_syncer(runtime: FakeRuntime, tmp: Path) -> PodSyncer:
+def fake_syncer(runtime: FakeRuntime, tmp: Path, metrics: PodMetrics | None = None) -> PodSyncer:
     """A pod syncer on the fake runtime, with its cgroups and dirs under ``tmp``."""
     node = NodeInfo("node", ("10.0.0.1",), tmp / "root")
     (tmp / "cgroup").mkdir()
     cgroups = PodCgroups(CgroupTree(tmp / "cgroup", v2=True), 2000, 2**30)
     objects = ApiObjects()
     return PodSyncer(
-        runtime, tmp / "logs", EventRecorder(), PodSetup(node, objects), cgroups, objects
+        runtime,
+        tmp / "logs",
+        EventRecorder(),
+        PodSetup(node, objects),
+        cgroups,
+        objects,
+        metrics or PodMetrics(),
     )

@@ -19,6 +19,7 @@ from pkletd.ipc.cri import CriError, ImageInfo, SandboxSpec
 from pkletd.supervisor.pods.backoff import Clock, CrashBackoff
 from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason, go_duration
 from pkletd.supervisor.pods.objects import ApiObjects
+from pkletd.supervisor.pods.podstartup import PodStartup
 from pkletd.supervisor.pods.runtime import Runtime
 from pkletd.supervisor.pods.types import Waiting, WaitingReason
 
@@ -31,9 +32,11 @@ class ImagePuller:
         runtime: Runtime,
         events: EventRecorder,
         objects: ApiObjects,
+        startup: PodStartup,
         clock: Clock = time.time,
     ) -> None:
         self._runtime = runtime
+        self._startup = startup  # told when a pod's pulls start and end
         self._objects = objects  # where pull secrets are read
         self._events = events
         self._backoff = CrashBackoff(clock=clock)
@@ -67,7 +70,7 @@ class ImagePuller:
             self._events.warning(where, Reason.ERR_IMAGE_NEVER_PULL, message)
             return Waiting(WaitingReason.ERR_IMAGE_NEVER_PULL, message)
         try:
-            return self._pull(where, image, sandbox)
+            return self._pull(pod.uid, where, image, sandbox)
         except CriError as exc:
             log.error(
                 "image pull failed pod=%s container=%s error=%s", pod.full_name, container.name, exc
@@ -81,8 +84,9 @@ class ImagePuller:
         self._backoff.forget_pod(uid)
         self._failed_at = {k: v for k, v in self._failed_at.items() if not k.startswith(f"{uid}/")}
 
-    def _pull(self, where: ObjectRef, image: str, sandbox: SandboxSpec) -> ImageInfo:
+    def _pull(self, uid: PodUID, where: ObjectRef, image: str, sandbox: SandboxSpec) -> ImageInfo:
         self._events.normal(where, Reason.PULLING, f'Pulling image "{image}"')
+        self._startup.pull_started(uid)
         started = time.monotonic()
         try:
             self._runtime.pull_image(image, sandbox)
@@ -93,6 +97,7 @@ class ImagePuller:
         pulled = self._runtime.image_status(image)
         if pulled is None:  # removed again at once (image GC): the next sync pulls again
             raise CriError("ImageStatus", image, "NOT_FOUND", "image gone after pull")
+        self._startup.pull_finished(uid)
         took = go_duration(time.monotonic() - started)
         message = (
             f'Successfully pulled image "{image}" in {took} ({took} including waiting). '

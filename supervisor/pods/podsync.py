@@ -41,6 +41,7 @@ from pkletd.supervisor.pods.inspector import PodInspector
 from pkletd.supervisor.pods.killing import Killer, pod_address
 from pkletd.supervisor.pods.objects import ApiObjects
 from pkletd.supervisor.pods.podactions import Actions, compute_actions
+from pkletd.supervisor.pods.podmetrics import ContainerType, PodMetrics
 from pkletd.supervisor.pods.runtime import Runtime
 from pkletd.supervisor.pods.setup import runtimespec
 from pkletd.supervisor.pods.setup.envvars import ConfigError
@@ -97,9 +98,11 @@ class PodSyncer:
         setup: PodSetup,
         cgroups: PodCgroups,
         objects: ApiObjects,
+        metrics: PodMetrics,
         clock: Clock = time.time,
     ) -> None:
         self._runtime = runtime
+        self._metrics = metrics
         self._inspector = PodInspector(runtime)
         self._setup = setup
         self._cgroups = cgroups
@@ -107,7 +110,7 @@ class PodSyncer:
         self._events = events
         self._killer = Killer(runtime, events)
         self._backoff = CrashBackoff(clock=clock)
-        self._images = ImagePuller(runtime, events, objects, clock)
+        self._images = ImagePuller(runtime, events, objects, metrics.startup, clock)
         self._kills: dict[PodUID, dict[str, tuple[int, str]]] = {}  # uid -> id -> grace, why
         self._kills_lock = threading.Lock()
 
@@ -255,7 +258,12 @@ class PodSyncer:
         spec = runtimespec.sandbox_spec(pod, actions.sandbox_attempt, self._logs_root)
         Path(spec.log_directory).mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
-        sandbox_id = self._runtime.run_sandbox(spec)
+        self._metrics.started_pods.inc()
+        try:
+            sandbox_id = self._runtime.run_sandbox(spec)
+        except CriError:
+            self._metrics.started_pods_errors.inc()
+            raise
         log.info(
             "sandbox started pod=%s attempt=%d sandbox=%s ms=%.0f",
             pod.full_name,
@@ -296,16 +304,20 @@ class PodSyncer:
                 retry.append(wait)
                 return None
             self._backoff.restarted(key)
+        kind = ContainerType.of(pod, container)
+        self._metrics.started_containers.inc(kind)
         pull_wait = self._images.backoff_left(pod, container)
         if pull_wait > 0:
             waiting[container.name] = self._failed(
                 pod, container, self._images.backing_off(pod, container)
             )
+            self._metrics.started_containers_errors.inc(kind, WaitingReason.IMAGE_PULL_BACK_OFF)
             retry.append(pull_wait)
             return None
         outcome = self._create_and_start(pod, container, restart_count, sandbox)
         if isinstance(outcome, Waiting):
             waiting[container.name] = self._failed(pod, container, outcome)
+            self._metrics.started_containers_errors.inc(kind, outcome.reason)
             pulling = outcome.reason is WaitingReason.ERR_IMAGE_PULL
             retry.append(PULL_FAILED_RESYNC_S if pulling else FAILED_STEP_RETRY_S)
             return None

@@ -35,6 +35,7 @@ from pkletd.supervisor.pods import admission
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason
 from pkletd.supervisor.pods.objects import ApiObjects
+from pkletd.supervisor.pods.podmetrics import PodMetrics, SyncType
 from pkletd.supervisor.pods.podsync import FAILED_STEP_RETRY_S, PodSyncer
 from pkletd.supervisor.pods.podworkers import PodWorkers
 from pkletd.supervisor.pods.proberesults import ProbeResults
@@ -65,6 +66,7 @@ class Parts:
     admitter: admission.Admitter
     sync_frequency: float
     objects: ApiObjects
+    metrics: PodMetrics
 
 
 class SyncLoop:
@@ -77,6 +79,7 @@ class SyncLoop:
         self._events = parts.events
         self._admitter = parts.admitter
         self._sync_frequency = parts.sync_frequency
+        self._metrics = parts.metrics
         self._publish = publish
         self._requeue: list[tuple[float, PodUID]] = []
         self._due: dict[PodUID, float] = {}
@@ -112,8 +115,11 @@ class SyncLoop:
         for pod in change.sync:
             stage = self._pods.stage(pod.uid)
             new = stage is PodStage.NEW and not pod.finished
-            if stage is PodStage.ACTIVE or (new and self._admit(pod)):
-                self._sync(pod)  # a rejected, failed or finished pod is not started again
+            if stage is PodStage.ACTIVE:
+                self._sync(pod, SyncType.UPDATE)
+            elif new and self._admit(pod):  # a rejected, failed or finished pod is not started
+                self._metrics.startup.seen(pod)
+                self._sync(pod, SyncType.CREATE)
         for pod in change.terminate:
             self._terminate(pod.uid, pod, pod.grace_period_s)
 
@@ -177,10 +183,18 @@ class SyncLoop:
         self._syncer.request_kill(pod.uid, result.container_id, grace, why)
         self._sync(pod)
 
-    def _sync(self, pod: Pod) -> None:
+    def _sync(self, pod: Pod, why: SyncType = SyncType.SYNC) -> None:
         options = SyncOptions(self._probes.passed_startup(pod.uid), self._deadline_passed(pod))
         urgent = self._pods.has_run(pod.uid)  # a pod already running goes before new ones
-        self._pod_workers.update(pod.uid, lambda: self._syncer.sync(pod, options), urgent)
+        self._pod_workers.update(pod.uid, lambda: self._timed_sync(pod, options, why), urgent)
+
+    def _timed_sync(self, pod: Pod, options: SyncOptions, why: SyncType) -> SyncResult:
+        """A pod worker's sync of the pod, its duration recorded."""
+        started = time.monotonic()
+        try:
+            return self._syncer.sync(pod, options)
+        finally:
+            self._metrics.sync_duration.observe(time.monotonic() - started, why)
 
     def _deadline_passed(self, pod: Pod) -> bool:
         """activeDeadlineSeconds: past it, the pod fails and its containers stop."""
@@ -203,6 +217,7 @@ class SyncLoop:
             self._syncer.forget(uid)
             self._probes.forget(uid)
             self._admitter.forget(uid)
+            self._metrics.startup.forget(uid)
             if self._pods.forget(uid):
                 self._publish(PodForgotten(uid))
                 final = self._pods.final_delete(uid)
@@ -213,6 +228,7 @@ class SyncLoop:
             return
         api_pod = self._pods.record(outcome)
         if api_pod is not None:
+            self._metrics.startup.status(uid, api_pod, outcome.runtime)
             self._publish(PodStatusUpdated(api_pod, outcome.runtime.objects()))
         delays = [self._sync_frequency]
         if outcome.retry_in is not None:

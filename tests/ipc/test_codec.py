@@ -34,6 +34,10 @@ def sample(hint: Any) -> Any:
         return "sample"
     if hint is bytes:
         return b"\x00\xffsample"  # not UTF-8: a secret's bytes travel as they are
+    if typing.is_typeddict(hint):
+        return {key: sample(item) for key, item in typing.get_type_hints(hint).items()}
+    if origin is typing.Literal:
+        return typing.get_args(hint)[-1]
     if origin is list:
         (item,) = typing.get_args(hint)
         return [sample(item), sample(item)]
@@ -139,3 +143,29 @@ def test_enum_fields_decode_to_members_and_refuse_other_values() -> None:
     body["event"] = "ContainerExploded"
     error = rejection(frame(SCHEMA_VERSION, "PodLifecycleEvent", "pleg", 1, 0.0, body))
     assert "PodLifecycleEvent field 'event'" in error
+
+
+def metrics_report_frame(**changes: Any) -> bytes:
+    family = {
+        "name": "kubelet_running_pods",
+        "type": "gauge",
+        "help": "Number of pods that have a running pod sandbox",
+        "labels": [],
+        "bounds": [],
+        "series": [{"labels": [], "value": 2.0, "buckets": []}],
+        **changes,
+    }
+    return frame(SCHEMA_VERSION, "MetricsReport", "supervisor", 1, 0.0, {"families": [family]})
+
+
+def test_typed_maps_are_checked_key_by_key() -> None:
+    decoded = codec.decode(metrics_report_frame())
+    assert isinstance(decoded.message, messages.MetricsReport)
+    assert decoded.message.families[0]["series"][0]["value"] == 2.0
+    for changes in ({"type": "summary"}, {"help": 3}, {"extra": 1}, {"series": [{"value": 1}]}):
+        assert "MetricsReport field 'families'" in rejection(metrics_report_frame(**changes))
+    family = msgpack.unpackb(metrics_report_frame())[5]["families"][0]
+    del family["bounds"]
+    body = {"families": [family]}
+    error = rejection(frame(SCHEMA_VERSION, "MetricsReport", "supervisor", 1, 0.0, body))
+    assert "MetricsReport field 'families'" in error

@@ -12,6 +12,7 @@ from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.events import EventRecorder
 from pkletd.supervisor.pods.fakeruntime import FakeRuntime
 from pkletd.supervisor.pods.objects import ApiObjects
+from pkletd.supervisor.pods.podmetrics import PodMetrics
 from pkletd.supervisor.pods.proberesults import ProbeResults
 from pkletd.supervisor.pods.syncloop import Parts, SyncLoop
 from pkletd.supervisor.pods.types import SyncResult
@@ -51,6 +52,7 @@ def loop_with_running_pod(tmp: Path) -> tuple[SyncLoop, RecordingWorkers, str]:
         admitter=admission.Admitter(node),
         sync_frequency=60.0,
         objects=ApiObjects(),
+        metrics=PodMetrics(),
     )
     return SyncLoop(parts, lambda message: None), workers, running.id
 

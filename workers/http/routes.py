@@ -17,6 +17,7 @@ from typing import Any
 from aiohttp import web
 from pkletd.workers.http.containerlogs import ContainerLogs
 from pkletd.workers.http.endpoints import Endpoints
+from pkletd.workers.http.kubeletmetrics import KubeletMetrics
 from pkletd.workers.http.nodelogs import NodeLogs
 from pkletd.workers.http.options import Api
 from pkletd.workers.http.stats import NodeStats
@@ -38,6 +39,7 @@ class Route:
 class Handlers:
     """Everything the tables are made of."""
 
+    metrics: KubeletMetrics
     endpoints: Endpoints
     container_logs: ContainerLogs
     node_logs: NodeLogs
@@ -56,6 +58,7 @@ def read_only_routes(h: Handlers) -> list[Route]:
     return [
         *healthz_routes(h),
         Route("/pods", h.endpoints.pods),
+        Route("/metrics", h.metrics.handle),
         Route("/metrics/probes", h.endpoints.probe_metrics),
         Route("/stats/summary", h.stats.summary, ("GET", "POST")),
         Route("/metrics/resource", h.stats.resource_metrics),

@@ -1,5 +1,5 @@
-"""What the HTTP handlers read: the node's pods with their status, the prober's counters
-and the parent's health, as the parent last said them.
+"""What the HTTP handlers read: the node's pods with their status, the prober's counters,
+the parent's metrics and its health, as the parent last said them.
 
 The lifecycle thread replaces each attribute whole (``HttpWorker``); the server's thread
 only reads, so neither ever waits for the other.
@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from pkletd.ipc.messages import MetricFamily
+
 PARENT_SILENT_S = 10.0
 Pod = dict[str, Any]
 
@@ -20,6 +22,7 @@ class NodeView:
         self.clock = clock
         self.pods: dict[str, Pod] = {}  # by UID
         self.probe_samples: list[dict[str, Any]] = []
+        self.metrics_report: list[MetricFamily] = []  # the parent's last MetricsReport
         self.sync_loop_ok = True
         self.parent_seen = clock()
 

@@ -11,6 +11,7 @@ from pkletd.ipc.bus import WorkerBus
 from pkletd.ipc.cri import CriRuntime
 from pkletd.ipc.messages import (
     Message,
+    MetricsReport,
     ParentAlive,
     PodForgotten,
     PodStatusUpdated,
@@ -22,9 +23,11 @@ from pkletd.workers.http.authn import Authenticator, TokenAuthenticator
 from pkletd.workers.http.authz import AlwaysAllow, Authorizer, WebhookAuthorizer
 from pkletd.workers.http.containerlogs import ContainerLogs
 from pkletd.workers.http.endpoints import Endpoints
+from pkletd.workers.http.kubeletmetrics import KubeletMetrics
 from pkletd.workers.http.nodelogs import NodeLogs
 from pkletd.workers.http.offload import Offloader
 from pkletd.workers.http.options import Api, AuthorizationMode, HttpOptions, Listen
+from pkletd.workers.http.reportcollector import usable
 from pkletd.workers.http.reviews import ApiReviewer, NoApiServer, Reviewer
 from pkletd.workers.http.routes import TABLES, Handlers, application
 from pkletd.workers.http.server import HttpServer, Limits, Site, raise_fd_limit
@@ -88,7 +91,9 @@ class HttpWorker:
         self._offload = Offloader()
         self._reviewer = reviewer
         self._runtime = CriRuntime(options.runtime_endpoint, options.runtime_timeout)
+        self._metrics = KubeletMetrics(self.view)
         handlers = Handlers(
+            self._metrics,
             Endpoints(self.view, options.configz),
             ContainerLogs(self.view, options.pod_logs_dir),
             NodeLogs(options.node_log_dir),
@@ -102,8 +107,9 @@ class HttpWorker:
 
     def _site(self, listen: Listen, handlers: Handlers) -> Site | None:
         routes = TABLES[listen.api](handlers)
+        counted = self._metrics.http.middlewares(listen.api, [r.path for r in routes])
         if listen.api is not Api.KUBELET:
-            return Site(listen, application(routes))
+            return Site(listen, application(routes, counted))
         options = self.options
         try:
             tls = server_context(options.tls, options.auth.client_ca_file, options.node_name)
@@ -114,7 +120,7 @@ class HttpWorker:
             self._reviewer = reviewer_for(options)
         auth = KubeletAuth(options, self._reviewer, self._offload)
         middleware = auth_filter(auth.authn, auth.authz, options.node_name)
-        return Site(listen, application(routes, [middleware]), tls)
+        return Site(listen, application(routes, [*counted, middleware]), tls)
 
     def on_snapshot(self, snapshot: Snapshot) -> None:
         self.view.pods = {p["metadata"]["uid"]: p for p in snapshot.pods}
@@ -133,6 +139,8 @@ class HttpWorker:
             self.view.sync_loop_ok = message.sync_loop_ok
         elif isinstance(message, ProbeMetrics):
             self.view.probe_samples = message.samples
+        elif isinstance(message, MetricsReport):
+            self.view.metrics_report = usable(message.families)
 
     def fds(self) -> Sequence[int]:
         return ()
