@@ -236,6 +236,15 @@ class RuntimeCondition:
 
 
 @dataclass(frozen=True, slots=True)
+class RegistryAuth:
+    """Credentials for one pull (CRI ``AuthConfig``), as the kubelet sends a pull secret's.
+    The password stays out of ``repr``, so it never reaches a log line."""
+
+    username: str
+    password: str = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
 class ListedImage:
     """An image as CRI ListImages reports it: its names and its size in bytes."""
 
@@ -411,9 +420,13 @@ class CriRuntime:
         request = pb.ReopenContainerLogRequest(container_id=container_id)
         self._call(self._runtime, "ReopenContainerLog", request, f"container={container_id}")
 
-    def pull_image(self, image: str, sandbox: SandboxSpec) -> None:
+    def pull_image(
+        self, image: str, sandbox: SandboxSpec, auth: RegistryAuth | None = None
+    ) -> None:
         request = pb.PullImageRequest(
-            image=pb.ImageSpec(image=image), sandbox_config=_sandbox_config(sandbox)
+            image=pb.ImageSpec(image=image),
+            auth=pb.AuthConfig(username=auth.username, password=auth.password) if auth else None,
+            sandbox_config=_sandbox_config(sandbox),
         )
         self._call(self._images, "PullImage", request, f"image={image}")
 

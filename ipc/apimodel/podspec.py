@@ -99,6 +99,7 @@ class Pod:
     volumes: tuple[Volume, ...] = ()
     security: PodSecurity | None = None
     deleted: bool = False  # the API server set its deletionTimestamp: stop it
+    image_pull_secrets: tuple[str, ...] = ()  # the Secrets' names, in the spec's order
 
     @property
     def full_name(self) -> str:
@@ -144,8 +145,18 @@ def parse_pod(raw: Any) -> Pod:
         init_containers=init_containers,
         active_deadline_s=_deadline(spec.get("activeDeadlineSeconds")),
         deleted=meta.get("deletionTimestamp") is not None,
+        image_pull_secrets=_pull_secrets(spec.get("imagePullSecrets") or []),
         **_volumes_and_security(spec, init_containers + containers),
     )
+
+
+def _pull_secrets(value: Any) -> tuple[str, ...]:
+    """``imagePullSecrets`` names, in order; the API allows an entry without a name, which
+    the kubelet skips, and so is it here."""
+    path = "spec.imagePullSecrets"
+    entries = [_mapping(e, f"{path}[{i}]") for i, e in enumerate(_list(value, path))]
+    names = (_string(e.get("name", ""), f"{path}[{i}].name") for i, e in enumerate(entries))
+    return tuple(name for name in names if name)
 
 
 def _grace_period(meta: dict[str, Any], spec: dict[str, Any]) -> int:

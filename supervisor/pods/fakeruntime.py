@@ -30,6 +30,7 @@ from pkletd.ipc.cri import (
     CriError,
     ExecResult,
     ImageInfo,
+    RegistryAuth,
     SandboxID,
     SandboxInfo,
     SandboxSpec,
@@ -52,6 +53,7 @@ class FakeRuntime(Runtime):  # declared, so the type checker proves it fits
         self.sandboxes: dict[SandboxID, SandboxInfo] = {}
         self.containers: dict[ContainerID, ContainerInfo] = {}
         self.images = set(images)
+        self.pulls: list[tuple[str, RegistryAuth | None]] = []  # each PullImage's image and auth
         self._failures: dict[str, list[CriError]] = {}
         self._clock = itertools.count(1_700_000_000_000_000_000, 1_000_000)
         self._ids = itertools.count(1)
@@ -106,7 +108,10 @@ class FakeRuntime(Runtime):  # declared, so the type checker proves it fits
 
     # --- writing -----------------------------------------------------------------
 
-    def pull_image(self, image: str, sandbox: SandboxSpec) -> None:
+    def pull_image(
+        self, image: str, sandbox: SandboxSpec, auth: RegistryAuth | None = None
+    ) -> None:
+        self.pulls.append((image, auth))
         self._record("PullImage", image)
         self.images.add(image)
 

@@ -17,6 +17,7 @@ from pkletd.ipc.cri import (
     ContainerState,
     ExecResult,
     ImageInfo,
+    RegistryAuth,
     SandboxID,
     SandboxInfo,
     SandboxSpec,
@@ -42,7 +43,9 @@ class Runtime(Protocol):
         self, container_id: str, command: tuple[str, ...], timeout_s: int
     ) -> ExecResult: ...
 
-    def pull_image(self, image: str, sandbox: SandboxSpec) -> None: ...
+    def pull_image(
+        self, image: str, sandbox: SandboxSpec, auth: RegistryAuth | None = None
+    ) -> None: ...
 
     def run_sandbox(self, spec: SandboxSpec) -> SandboxID: ...
 

@@ -6,8 +6,9 @@ one after it, each raising the real plugin's error:
 * NamespaceLifecycle: the namespace must exist (404) and not be terminating for creates
   (403); ``default``, ``kube-system`` and ``kube-public`` may not be deleted.
 * NodeRestriction (``noderestriction.py``): what a ``system:node:<n>`` user may change.
-* ServiceAccount: ``serviceAccountName: default`` and the projected ``kube-api-access-*``
-  volume mounted in every container; mirror pods may not reference service accounts/secrets.
+* ServiceAccount: ``serviceAccountName: default``, the projected ``kube-api-access-*``
+  volume mounted in every container, the service account's ``imagePullSecrets`` when the
+  pod names none; mirror pods may not reference service accounts/secrets.
 * Priority and DefaultTolerationSeconds: ``priority``/``preemptionPolicy`` and the two
   NoExecute tolerations of 300 s.
 """
@@ -113,6 +114,8 @@ class Admission:
             automount = sa.get("automountServiceAccountToken", True)
         if automount:
             _mount_token_volume(spec)
+        if not spec.get("imagePullSecrets") and sa.get("imagePullSecrets"):
+            spec["imagePullSecrets"] = [{"name": s.get("name", "")} for s in sa["imagePullSecrets"]]
 
     def _priority(self, request: AdmissionRequest) -> None:
         spec = (request.obj or {}).setdefault("spec", {})
@@ -195,3 +198,5 @@ def _mirror_references(request: AdmissionRequest) -> None:
         sources = (volume.get("projected") or {}).get("sources") or []
         if volume.get("secret") is not None or any("secret" in s for s in sources):
             raise request.forbid("a mirror pod may not reference secrets")
+    if spec.get("imagePullSecrets"):
+        raise request.forbid("a mirror pod may not reference secrets")
