@@ -121,13 +121,19 @@ class LimitedApiClient(kubernetes.client.ApiClient):
         super().close()  # type: ignore[no-untyped-call]
 
 
-def connect(kubeconfig: str, qps: int, burst: int) -> LimitedApiClient:
-    """A client for the API server the kubeconfig names, with its credentials."""
+def connect(
+    kubeconfig: str, qps: int, burst: int, pool_size: int | None = None
+) -> LimitedApiClient:
+    """A client for the API server the kubeconfig names, with its credentials.
+    ``pool_size``: connections kept for reuse (the client's default: 5 per CPU), for a
+    worker that holds many watches open at once."""
     configuration = kubernetes.client.Configuration()
     kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
         config_file=kubeconfig, client_configuration=configuration, persist_config=False
     )
     configuration.retries = False  # the workers retry with their own back-off, and log once
+    if pool_size is not None:
+        configuration.connection_pool_maxsize = pool_size
     return LimitedApiClient(configuration, RateLimiter(qps, burst))
 
 

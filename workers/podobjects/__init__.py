@@ -1,0 +1,92 @@
+"""pkletd: pod-objects -- the API objects the node's pods reference, fetched, followed
+and handed to the parent (started only with ``--kubeconfig``).
+
+The kubelet's secret and configmap managers (``pkg/kubelet/secret``,
+``pkg/kubelet/configmap``, ``pkg/kubelet/util/manager``), its token manager
+(``pkg/kubelet/token``) and its service informer, as one worker:
+
+- the pods are the parent's (its snapshot, ``PodStatusUpdated``, ``PodForgotten``);
+  what each references is ``references.py``'s list (``wanted.py``), and what no pod
+  references any more is let go;
+- **ConfigMaps and Secrets** by ``configMapAndSecretChangeDetectionStrategy``:
+  ``Watch`` (``watched.py``: a list+watch per object, by name), ``Cache`` and ``Get``
+  (``polled.py``: GETs; ``Cache`` takes the node's object TTL from ``nodettl.py``),
+  each reading sent as ``ObjectFetched`` when it first comes and when it changes
+  (``reading.py``, ``outbox.py``);
+- **service account tokens** (``tokens.py``): TokenRequests bound to the pod,
+  refreshed as the kubelet's token manager refreshes them, sent as ``TokenIssued``;
+- **Services** (``services.py``): one list+watch of all of them, sent per namespace
+  as ``ServicesListed``.
+
+Every call goes through one rate-limited client (``calls.py``: ``kubeAPIQPS``,
+``kubeAPIBurst``); watches run on threads of their own (``reflector.py``), GETs and
+token requests on small job pools; the loop never waits on the network. Secrets stay
+in memory: nothing here writes a file, logs a value or a token, and the process is
+not dumpable, so no core dump takes them to disk either.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from collections.abc import Callable
+
+from pkletd.ipc import kubeapi
+from pkletd.ipc.bus import WorkerBus
+from pkletd.workers.lifecycle import WorkerSettings, serve
+from pkletd.workers.podobjects.calls import ApiCalls
+from pkletd.workers.podobjects.nodettl import NodeTtl
+from pkletd.workers.podobjects.options import Options, Strategy
+from pkletd.workers.podobjects.outbox import Outbox, Sender
+from pkletd.workers.podobjects.parts import ObjectSource, Part
+from pkletd.workers.podobjects.polled import Polled
+from pkletd.workers.podobjects.services import Services
+from pkletd.workers.podobjects.tokens import Tokens
+from pkletd.workers.podobjects.watched import Watched
+from pkletd.workers.podobjects.worker import PodObjects, services_key
+from pkletd.workers.statusmanager.jobs import ThreadJobs
+
+__all__ = ["Options", "PodObjects", "Strategy", "build", "main"]
+
+THREAD_STACK = 512 * 1024  # per watch thread; the default is the 8 MiB RLIMIT_STACK
+POOL_SIZE = 1024  # connections kept for reuse: one per open watch, and then some
+READ_THREADS, TOKEN_THREADS = 4, 2
+PR_SET_DUMPABLE = 4
+
+
+def build(
+    bus: Sender, calls: ApiCalls, options: Options, clock: Callable[[], float] = time.time
+) -> PodObjects:
+    """The worker and its parts; ``clock`` is the wall clock tokens are refreshed by."""
+    outbox = Outbox(bus)
+    others: list[Part] = []
+    objects: ObjectSource
+    if options.strategy is Strategy.WATCH:
+        objects = Watched(calls, outbox.put_object)
+    else:
+        period: Callable[[], float] = lambda: options.sync_frequency  # noqa: E731
+        if options.strategy is Strategy.CACHE:
+            ttl = NodeTtl(calls.node_lister(), options.node_name)
+            others.append(ttl)
+            period = lambda: max(ttl.seconds(), options.sync_frequency)  # noqa: E731
+        reads = ThreadJobs(READ_THREADS, "reads")
+        objects = Polled(calls.read, reads, period, outbox.put_object)
+    tokens = Tokens(calls.request_token, ThreadJobs(TOKEN_THREADS, "tokens"), outbox.put, clock)
+    services = Services(
+        calls.services_lister(), lambda namespace, m: outbox.put(services_key(namespace), m)
+    )
+    return PodObjects(outbox, objects, tokens, services, others)
+
+
+def main(settings: WorkerSettings, kubeconfig: str, options: Options) -> int:
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # no core dumps
+    threading.stack_size(THREAD_STACK)
+    calls = ApiCalls(
+        kubeapi.connect(kubeconfig, options.kube_api_qps, options.kube_api_burst, POOL_SIZE)
+    )
+    bus = WorkerBus(settings.run_dir, settings.name)
+    try:
+        return serve(settings, bus, build(bus, calls, options))
+    finally:
+        calls.close()

@@ -1,0 +1,104 @@
+"""The ``Cache`` and ``Get`` strategies: a GET of each referenced ConfigMap or Secret
+when a pod first references it (and again whenever another pod does: the kubelet's
+``AddReference`` invalidates the cached copy), then again every ``period``.
+
+The kubelet re-reads an object when a pod sync asks for it and its cached copy is
+older than the TTL (``Cache``), or on every ask (``Get``); a pod syncs every
+``syncFrequency``. So ``Get`` re-reads every ``syncFrequency``, and ``Cache`` every
+``max(TTL, syncFrequency)``: a TTL of 0 (what the API server's TTL controller gives a
+small cluster) still reads once per pod sync, not in a loop.
+
+The GETs run on a few job threads; a GET that failed (not 404) is tried again after
+1 s doubling to 30 s.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pkletd.ipc import kubeapi
+from pkletd.ipc.apimodel.references import ObjectKey
+from pkletd.workers.podobjects.parts import Report
+from pkletd.workers.podobjects.reading import NOT_FOUND, failed, reading
+from pkletd.workers.podobjects.reflector import Obj
+from pkletd.workers.statusmanager.jobs import Jobs
+from pkletd.workers.statusmanager.retry import Retry
+
+Read = Callable[[ObjectKey], Obj]
+
+
+@dataclass(slots=True)
+class Polling:
+    due: float = 0.0  # monotonic; 0: at once
+    retry: Retry = field(default_factory=Retry)
+
+
+class Polled:
+    def __init__(
+        self,
+        read: Read,
+        jobs: Jobs,
+        period: Callable[[], float],
+        report: Report,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._read = read
+        self._jobs = jobs
+        self._period = period
+        self._report = report
+        self._clock = clock
+        self._polls: dict[ObjectKey, Polling] = {}
+
+    def add(self, key: ObjectKey) -> None:
+        self._polls[key] = Polling()
+
+    def renew(self, key: ObjectKey) -> None:
+        polling = self._polls.get(key)
+        if polling is not None:
+            polling.due = 0.0
+
+    def drop(self, key: ObjectKey) -> None:
+        self._polls.pop(key, None)
+
+    def fileno(self) -> int:
+        return self._jobs.fileno()
+
+    def on_readable(self) -> None:
+        self._jobs.deliver()
+
+    def tick(self, now: float) -> float:
+        wake = now + self._period()
+        for key, polling in self._polls.items():
+            if self._jobs.busy(key):
+                continue
+            due = max(polling.due, polling.retry.due)
+            if due <= now:
+                self._jobs.submit(key, functools.partial(self._read, key), self._done(key))
+            else:
+                wake = min(wake, due)
+        return wake
+
+    def close(self) -> None:
+        self._jobs.close()
+
+    def _done(self, key: ObjectKey) -> Callable[[object], None]:
+        def done(outcome: object) -> None:
+            polling = self._polls.get(key)
+            if polling is None:  # no pod references it any more
+                return
+            now = self._clock()
+            if isinstance(outcome, Exception) and kubeapi.status_of(outcome) != NOT_FOUND:
+                polling.retry.failed(now)
+                self._report(key, failed(key, outcome))
+                return
+            polling.retry.succeeded()
+            polling.due = now + self._period()
+            if isinstance(outcome, dict):
+                self._report(key, reading(key, outcome))
+            elif isinstance(outcome, Exception):
+                self._report(key, failed(key, outcome))
+
+        return done
