@@ -81,7 +81,7 @@ def cluster_entries(
     cluster: the official client costs ~0.4 s of start-up (and the fork server's memory)
     that a standalone node should not pay."""
     from pkletd.supervisor.node.leaseoptions import node_lease_options
-    from pkletd.workers import apiwatcher, nodelease, statusmanager
+    from pkletd.workers import apiwatcher, nodelease, podobjects, statusmanager
 
     return {
         "status-manager": functools.partial(
@@ -115,6 +115,20 @@ def cluster_entries(
             config.node_name,
             config.kube_api_qps,
             config.kube_api_burst,
+        ),
+        "pod-objects": functools.partial(
+            podobjects.main,
+            settings("pod-objects"),
+            config.kubeconfig,
+            podobjects.Options(
+                node_name=config.node_name,
+                strategy=podobjects.Strategy(
+                    config.config_map_and_secret_change_detection_strategy
+                ),
+                sync_frequency=config.sync_frequency,
+                kube_api_qps=config.kube_api_qps,
+                kube_api_burst=config.kube_api_burst,
+            ),
         ),
     }
 
