@@ -39,6 +39,7 @@ class Reason(enum.Enum):
     PULLING = "Pulling"
     PULLED = "Pulled"
     ERR_IMAGE_NEVER_PULL = "ErrImageNeverPull"
+    FAILED_TO_RETRIEVE_IMAGE_PULL_SECRET = "FailedToRetrieveImagePullSecret"
     # admission rejections (also the rejected pod's status reason)
     OUT_OF_PODS = "OutOfpods"
     OUT_OF_CPU = "OutOfcpu"

@@ -6,6 +6,11 @@ pull) and records the kubelet's events (``Pulling``, ``Pulled``, ``Failed``,
 ``ErrImageNeverPull``). A failed pull is ``ErrImagePull`` and starts the image's
 back-off for that pod (10 s doubling to 300 s, as CrashLoopBackOff), during
 which ``backoff_left`` is what the container waits with ``ImagePullBackOff``.
+
+A pull reads the pod's image pull secrets (``pullsecrets``): it waits while one is not
+read yet, warns ``FailedToRetrieveImagePullSecret`` for those the API does not have, and
+tries each credential that fits the image (``keyring``) in turn as the CRI ``AuthConfig``,
+or none when none fits. Logs name the registry and the secret, never a credential.
 Called on pod-worker threads; one pod's syncs never overlap.
 """
 
@@ -15,15 +20,23 @@ import logging
 import time
 
 from pkletd.ipc.apimodel.podspec import Container, Pod, PodUID
-from pkletd.ipc.cri import CriError, ImageInfo, SandboxSpec
+from pkletd.ipc.cri import CriError, ImageInfo, RegistryAuth, SandboxSpec
+from pkletd.supervisor.pods import pullsecrets
 from pkletd.supervisor.pods.backoff import Clock, CrashBackoff
+from pkletd.supervisor.pods.dockerconfig import BadPullSecret
 from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason, go_duration
+from pkletd.supervisor.pods.keyring import Credential
 from pkletd.supervisor.pods.objects import ApiObjects
 from pkletd.supervisor.pods.podstartup import PodStartup
+from pkletd.supervisor.pods.pullsecrets import PullSecrets
 from pkletd.supervisor.pods.runtime import Runtime
 from pkletd.supervisor.pods.types import Waiting, WaitingReason
 
 log = logging.getLogger(__name__)
+
+
+class PullFailed(Exception):
+    """No attempt to pull the image worked; ``str()`` is the kubelet's message."""
 
 
 class ImagePuller:
@@ -69,34 +82,52 @@ class ImagePuller:
             message = f'Container image "{image}" is not present with pull policy of Never'
             self._events.warning(where, Reason.ERR_IMAGE_NEVER_PULL, message)
             return Waiting(WaitingReason.ERR_IMAGE_NEVER_PULL, message)
+        secrets = pullsecrets.read(self._objects, pod)
+        if secrets.pending:  # not an error: the container waits as it is, ContainerCreating
+            log.debug("image pull waits pod=%s secrets=%s", pod.full_name, secrets.pending)
+            return Waiting(WaitingReason.CONTAINER_CREATING, "")
+        if secrets.unavailable:
+            log.info(
+                "pull secrets unavailable pod=%s secrets=%s", pod.full_name, secrets.unavailable
+            )
+            self._events.warning(
+                ObjectRef.of(pod),
+                Reason.FAILED_TO_RETRIEVE_IMAGE_PULL_SECRET,
+                secrets.unavailable_message,
+            )
         try:
-            return self._pull(pod.uid, where, image, sandbox)
-        except CriError as exc:
+            return self._pull(pod.uid, where, image, sandbox, secrets)
+        except PullFailed as exc:
             log.error(
                 "image pull failed pod=%s container=%s error=%s", pod.full_name, container.name, exc
             )
             key = _key(pod.uid, image)
             self._backoff.restarted(key)
             self._failed_at[key] = self._clock()
-            return Waiting(WaitingReason.ERR_IMAGE_PULL, exc.rpc_message)
+            return Waiting(WaitingReason.ERR_IMAGE_PULL, str(exc))
 
     def forget(self, uid: PodUID) -> None:
         self._backoff.forget_pod(uid)
         self._failed_at = {k: v for k, v in self._failed_at.items() if not k.startswith(f"{uid}/")}
 
-    def _pull(self, uid: PodUID, where: ObjectRef, image: str, sandbox: SandboxSpec) -> ImageInfo:
+    def _pull(
+        self, uid: PodUID, where: ObjectRef, image: str, sandbox: SandboxSpec, secrets: PullSecrets
+    ) -> ImageInfo:
         self._events.normal(where, Reason.PULLING, f'Pulling image "{image}"')
         self._startup.pull_started(uid)
         started = time.monotonic()
         try:
-            self._runtime.pull_image(image, sandbox)
-        except CriError as exc:
-            message = f'Failed to pull image "{image}": {exc.rpc_message}'
-            self._events.warning(where, Reason.FAILED, message)
+            self._pull_with_credentials(image, sandbox, secrets)
+        except PullFailed as exc:
+            self._events.warning(where, Reason.FAILED, f'Failed to pull image "{image}": {exc}')
             raise
-        pulled = self._runtime.image_status(image)
+        try:
+            pulled = self._runtime.image_status(image)
+        except CriError as exc:
+            raise PullFailed(exc.rpc_message) from exc
         if pulled is None:  # removed again at once (image GC): the next sync pulls again
-            raise CriError("ImageStatus", image, "NOT_FOUND", "image gone after pull")
+            gone = CriError("ImageStatus", image, "NOT_FOUND", "image gone after pull")
+            raise PullFailed(gone.rpc_message)
         self._startup.pull_finished(uid)
         took = go_duration(time.monotonic() - started)
         message = (
@@ -105,6 +136,39 @@ class ImagePuller:
         )
         self._events.normal(where, Reason.PULLED, message)
         return pulled
+
+    def _pull_with_credentials(
+        self, image: str, sandbox: SandboxSpec, secrets: PullSecrets
+    ) -> None:
+        """The kubelet's PullImage: with each credential that fits the image in turn until one
+        works, or anonymously when none fits."""
+        try:
+            credentials = secrets.keyring().lookup(image)
+        except BadPullSecret as exc:
+            raise PullFailed(str(exc)) from exc
+        attempts: list[Credential | None] = [*credentials] or [None]
+        errors: list[str] = []
+        for credential in attempts:
+            auth = RegistryAuth(credential.username, credential.password) if credential else None
+            try:
+                self._runtime.pull_image(image, sandbox, auth)
+                return
+            except CriError as exc:
+                errors.append(exc.rpc_message)
+                if credential is not None:
+                    log.warning(
+                        "image pull failed with credentials image=%s registry=%s secret=%s",
+                        image,
+                        credential.registry,
+                        credential.secret,
+                    )
+        raise PullFailed(_aggregate(errors))
+
+
+def _aggregate(errors: list[str]) -> str:
+    """Several errors as the kubelet's aggregate error prints them: each once, in brackets."""
+    unique = list(dict.fromkeys(errors))
+    return unique[0] if len(unique) == 1 else f"[{', '.join(unique)}]"
 
 
 def _key(uid: PodUID, image: str) -> str:

@@ -68,6 +68,9 @@ FAILED_STEP_RETRY_S = 10.0  # the kubelet's pod worker back-off after a failed s
 # After a failed pull the kubelet syncs again at once (PLEG reports the new
 # sandbox), and that sync shows ImagePullBackOff: ErrImagePull is seen only briefly.
 PULL_FAILED_RESYNC_S = 1.0
+# A pull waiting for a pull secret the API has not given yet looks again this soon (the
+# kubelet waits up to a second for its secret cache); the secret's arrival resyncs sooner.
+NOT_YET_READ_RETRY_S = 1.0
 # Waiting reasons the kubelet's "Failed" event names as such ("Error: ErrImagePull");
 # for the others it gives the error's message.
 IMAGE_ERRORS = (
@@ -315,6 +318,10 @@ class PodSyncer:
             retry.append(pull_wait)
             return None
         outcome = self._create_and_start(pod, container, restart_count, sandbox)
+        if isinstance(outcome, Waiting) and outcome.reason is WaitingReason.CONTAINER_CREATING:
+            waiting[container.name] = outcome  # no failure: an object it needs is not read yet
+            retry.append(NOT_YET_READ_RETRY_S)
+            return None
         if isinstance(outcome, Waiting):
             waiting[container.name] = self._failed(pod, container, outcome)
             self._metrics.started_containers_errors.inc(kind, outcome.reason)
