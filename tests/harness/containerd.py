@@ -73,6 +73,10 @@ CNI_IPAM_DIR = Path("/run/pkletd-harness/cni-ipam")
 SHIM_SOCKET_DIR = Path("/run/containerd/s")
 POD_CGROUP_PARENTS = ("kubepods", "kubepods/burstable", "kubepods/besteffort")  # pkletd's
 REGISTRY_BIN = Path("/usr/bin/docker-registry")  # the image pull tests' registry (registry.py)
+PROMETHEUS_BIN = Path("/usr/bin/prometheus")  # the scrape test's server (prometheus.py)
+PROMTOOL_BIN = Path("/usr/bin/promtool")
+# Debian starts these as services; the tests run their own Prometheus on a free port.
+SERVICES_OFF = ("prometheus", "prometheus-node-exporter")
 APT_PACKAGES = (
     "containerd",
     "runc",
@@ -80,6 +84,7 @@ APT_PACKAGES = (
     "catatonit",
     "busybox-static",
     "docker-registry",
+    "prometheus",
 )
 
 START_TIMEOUT = 60.0
@@ -135,14 +140,14 @@ def missing_dependencies() -> list[str]:
         if shutil.which(cmd) is None
     ]
     files = [CNI_BIN_DIR / p for p in ("bridge", "host-local", "loopback", "portmap")]
-    files += [HOST_CATATONIT, HOST_BUSYBOX, REGISTRY_BIN]
+    files += [HOST_CATATONIT, HOST_BUSYBOX, REGISTRY_BIN, PROMETHEUS_BIN, PROMTOOL_BIN]
     missing += [str(f) for f in files if not os.access(f, os.X_OK)]
     return missing
 
 
 def ensure_installed() -> None:
-    """Install containerd, runc, CNI plugins, catatonit, busybox-static and docker-registry
-    with apt if missing."""
+    """Install containerd, runc, CNI plugins, catatonit, busybox-static, docker-registry
+    and prometheus with apt if missing; the services apt enables are turned off."""
     missing = missing_dependencies()
     if not missing:
         return
@@ -153,6 +158,9 @@ def ensure_installed() -> None:
             output = "\n".join((proc.stdout + proc.stderr).splitlines()[-20:])
             failed = f"`{' '.join(cmd)}` exited {proc.returncode}"
             raise HarnessError(f"missing {', '.join(missing)}; {failed}:\n{output}")
+    if shutil.which("systemctl"):
+        subprocess.run(["systemctl", "disable", "--now", *SERVICES_OFF], capture_output=True,
+                       timeout=120)  # fmt: skip
     still = missing_dependencies()
     if still:
         raise HarnessError(f"still missing after apt-get install: {', '.join(still)}")

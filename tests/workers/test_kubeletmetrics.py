@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pkletd.ipc import codec
 from pkletd.ipc.messages import MetricFamily, MetricsReport
-from pkletd.ipc.metricfamily import Counter, Histogram, family
+from pkletd.ipc.metricfamily import DEFAULT_BUCKETS, Counter, Histogram, family
 from pkletd.workers.http.httpmetrics import root_path
 from pkletd.workers.http.reportcollector import usable
 from prometheus_client.parser import text_string_to_metric_families
@@ -98,6 +98,9 @@ def test_requests_are_counted_by_the_kubelets_labels(served: Served) -> None:
     assert value(found, "kubelet_http_inflight_requests", **this) == 1.0  # this very request
     count = "kubelet_http_requests_duration_seconds_count"
     assert value(found, count, **{**this, "path": "pods"}) == 2.0
+    bounds = {s.labels["le"] for s in found["kubelet_http_requests_duration_seconds_bucket"]}
+    assert bounds == {*map(str, DEFAULT_BUCKETS), "+Inf"}  # Go's DefBuckets, as the kubelet's
+    assert not [name for name in found if name.endswith("_created")]  # Go has none
 
 
 @pytest.mark.parametrize(

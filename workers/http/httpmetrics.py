@@ -17,7 +17,9 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+import prometheus_client
 from aiohttp import web
+from pkletd.ipc.metricfamily import DEFAULT_BUCKETS
 from pkletd.workers.http.options import Api
 from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.registry import CollectorRegistry
@@ -41,6 +43,7 @@ def root_path(path: str) -> str:
 
 class HttpMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
+        prometheus_client.disable_created_metrics()  # the kubelet's have no *_created series
         self._requests = Counter(
             "kubelet_http_requests",
             "Number of the http requests received since the server started",
@@ -52,6 +55,7 @@ class HttpMetrics:
             "Duration in seconds to serve http requests",
             LABELS,
             registry=registry,
+            buckets=DEFAULT_BUCKETS,
         )
         self._inflight = Gauge(
             "kubelet_http_inflight_requests",
