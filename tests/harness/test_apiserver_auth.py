@@ -214,4 +214,20 @@ def test_token_request_validation(kube: Kube) -> None:
         "default",
         {"spec": {"audiences": ["x"]}},
     )
-    assert body["message"].endswith("node requested token not bound to a pod")
+    assert body["message"].endswith(
+        "no relationship found between node 'n1' and this object"
+    )  # the Node authorizer: no pod of n1 runs as default/default yet
+    kube.core.create_namespaced_pod(
+        "default",
+        {
+            "metadata": {"name": "web"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "app", "image": "busybox"}]},
+        },
+    )
+    body = expect_failure(
+        kubelet.core.create_namespaced_service_account_token,
+        "default",
+        "default",
+        {"spec": {"audiences": ["x"]}},
+    )
+    assert body["message"].endswith("node requested token not bound to a pod")  # admission

@@ -63,6 +63,7 @@ class Attributes:
     resource: str = ""
     subresource: str = ""
     name: str = ""
+    field_selector: str = ""  # list, watch and deletecollection: the raw ``fieldSelector``
 
 
 @dataclass(frozen=True)

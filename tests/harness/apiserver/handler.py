@@ -58,6 +58,7 @@ class ApiHandler(BaseHTTPRequestHandler):
         self.code = 0
         self.streaming = False
         self.dry_run = False
+        self.body_read = False
         started = time.monotonic()
         url = urlsplit(self.path)
         self.query = Query(url.query)
@@ -75,6 +76,7 @@ class ApiHandler(BaseHTTPRequestHandler):
             self.dry_run = bool(self.query.all("dryRun"))
             app.router.route(self, info, user)
         except errors.ApiError as exc:
+            self._discard_body()
             self._fail(exc)
         except STREAM_ERRORS:
             self.close_connection = True
@@ -95,7 +97,8 @@ class ApiHandler(BaseHTTPRequestHandler):
             info.version,
             info.resource,
             info.subresource,
-            info.name,
+            info.authorized_name,
+            info.field_selector,
         )
         decision = self.server.app.authorizer(attributes)
         if not decision.allowed:
@@ -135,7 +138,19 @@ class ApiHandler(BaseHTTPRequestHandler):
 
     # ----------------------------------------------------------------------- reading
 
+    def _discard_body(self) -> None:
+        """Read a body a failed request left (a 403 comes before it is read): left in the
+        stream, it would be taken for the next request and the connection reset under the
+        answer."""
+        if self.body_read or self.streaming:
+            return
+        try:
+            self.read_body()
+        except (*STREAM_ERRORS, ValueError):
+            self.close_connection = True
+
     def read_body(self) -> bytes:
+        self.body_read = True
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             return self._read_chunked()
         length = int(self.headers.get("Content-Length") or 0)

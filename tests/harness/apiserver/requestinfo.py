@@ -4,7 +4,9 @@ The same rules as k8s.io/apiserver: ``/api/v1/...`` and ``/apis/<g>/<v>/...``; a
 ``namespaces/<ns>/`` prefix scopes a resource unless what follows is the namespace's own
 ``status`` or ``finalize``; the verb comes from the method, a name, and ``watch``; the legacy
 ``/watch/`` path segment also makes a watch. Everything after the subresource is ``rest``
-(the path a ``nodes/<n>/proxy/...`` request carries)::
+(the path a ``nodes/<n>/proxy/...`` request carries). A list or watch whose field selector
+requires ``metadata.name=<x>`` is about ``x`` for the authorizer (``selected_name``), and
+list, watch and deletecollection carry their raw ``fieldSelector`` to it::
 
     info = parse("GET", "/api/v1/namespaces/default/pods", query)   # verb "list"
 """
@@ -14,9 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tests.harness.apiserver.calls import Query
+from tests.harness.apiserver.selectors import FieldSelector, SelectorError
+from tests.harness.apiserver.validation import path_segment_name
 
 _NAMESPACE_SUBRESOURCES = ("status", "finalize")
 _METHOD_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
+_VERBS_WITH_SELECTORS = ("list", "watch", "deletecollection")
 
 
 @dataclass
@@ -32,10 +37,17 @@ class RequestInfo:
     name: str = ""
     subresource: str = ""
     rest: list[str] = field(default_factory=list)
+    selected_name: str = ""  # a list/watch's ``metadata.name`` field selector value
+    field_selector: str = ""
 
     @property
     def is_watch(self) -> bool:
         return self.verb == "watch"
+
+    @property
+    def authorized_name(self) -> str:
+        """The name the authorizer sees (``RequestInfo.Name`` of the real server)."""
+        return self.name or self.selected_name
 
 
 def parse(method: str, path: str, query: Query) -> RequestInfo:
@@ -65,7 +77,19 @@ def parse(method: str, path: str, query: Query) -> RequestInfo:
     info.subresource = parts[2] if len(parts) > 2 else ""
     info.rest = parts[3:]
     info.verb = _verb(method, info, query, legacy_watch)
+    if info.verb in _VERBS_WITH_SELECTORS:
+        info.field_selector = query.get("fieldSelector")
+    if info.verb in ("list", "watch"):
+        info.selected_name = _selected_name(info.field_selector)
     return info
+
+
+def _selected_name(raw: str) -> str:
+    try:
+        name = FieldSelector.parse(raw).value_of("metadata.name")
+    except SelectorError:
+        return ""
+    return name if name and not path_segment_name(name) else ""
 
 
 def _verb(method: str, info: RequestInfo, query: Query, legacy_watch: bool) -> str:

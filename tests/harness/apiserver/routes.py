@@ -324,19 +324,25 @@ class Router:
             "AuthenticationV1TokenRequest",
             "authentication.k8s.io/v1",
         )
-        self.parts.admission.admit(
-            AdmissionRequest(
-                "CREATE",
-                "",
-                "serviceaccounts",
-                "token",
-                call.namespace,
-                call.name,
-                call.user,
-                request,
+
+        def admit(checked: Obj) -> None:
+            self.parts.admission.admit(
+                AdmissionRequest(
+                    "CREATE",
+                    "",
+                    "serviceaccounts",
+                    "token",
+                    call.namespace,
+                    call.name,
+                    call.user,
+                    checked,
+                )
             )
+
+        answer = self.parts.reviews.token_request(
+            call.namespace, call.name, request, admit, call.warnings
         )
-        h.send_object(201, self.parts.reviews.token_request(call.namespace, call.name, request))
+        h.send_object(201, answer, warnings=call.warnings)
 
 
 def _validate_watch(call: Call, send_initial: bool) -> None:

@@ -39,6 +39,7 @@ from tests.harness.apiserver.controllers import Controllers
 from tests.harness.apiserver.deletion import Deleter
 from tests.harness.apiserver.handler import ApiHandler
 from tests.harness.apiserver.metrics import RequestLog, RequestRecord
+from tests.harness.apiserver.nodeauthz import NodeAuthorizer, cluster_authorizer
 from tests.harness.apiserver.proxy import KubeletClientConfig, KubeletProxy
 from tests.harness.apiserver.resources import ResourceTable, build_resources
 from tests.harness.apiserver.rest import Registry
@@ -74,6 +75,9 @@ class ApiServerConfig:
     scheduler: bool = False
     pod_generation: bool = False  # PodObservedGenerationTracking (1.33+): pods get generation
     extend_token_expiration: bool = True
+    max_token_expiration: int = 0  # --service-account-max-token-expiration (s); 0: none
+    node_authorization: bool = True  # --authorization-mode=Node,RBAC (off: allow everyone)
+    authorize_node_with_selectors: bool = True  # the 1.32 feature gate (beta, on)
     admin_groups: tuple[str, ...] = ("system:masters",)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -113,9 +117,13 @@ class ServerParts:
             pki.sa_key_path.read_bytes(),
             self.store,
             extend_expiration=config.extend_token_expiration,
+            max_expiration=config.max_token_expiration,
         )
         self.authenticator = Authenticator([self.tokens, self.issuer], config.anonymous_auth)
         self.authorizer: Authorizer = default_authorizer
+        if config.node_authorization:
+            nodes = NodeAuthorizer(self.store, config.authorize_node_with_selectors)
+            self.authorizer = cluster_authorizer(nodes)
         self.admission = Admission(self.store)
         self.controllers = Controllers(self.table, pki.ca_pem)
         self.registry = Registry(self.store, self.admission, self.controllers)

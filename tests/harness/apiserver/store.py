@@ -22,7 +22,7 @@ import copy
 import datetime as dt
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,6 +85,16 @@ class Store:
                 copy.deepcopy(o)
                 for k, o in sorted(self._buckets[bucket].items())
                 if not namespace or o["metadata"].get("namespace") == namespace
+            ]
+
+    def select(self, bucket: str, matches: Callable[[Obj], bool], namespace: str = "") -> list[Obj]:
+        """Copies of the objects ``matches`` accepts; it sees the stored objects (no copy), so
+        it must only read them."""
+        with self.lock:
+            return [
+                copy.deepcopy(o)
+                for _, o in sorted(self._buckets[bucket].items())
+                if _in_namespace(o, namespace) and matches(o)
             ]
 
     def namespaces_in_use(self, bucket: str) -> set[str]:

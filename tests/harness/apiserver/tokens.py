@@ -2,11 +2,20 @@
 
 Tokens are RS256 JWTs shaped as kube-apiserver issues them (``iss``, ``aud``, ``exp``,
 ``iat``, ``nbf``, ``jti``, ``sub``, and ``kubernetes.io`` with namespace, serviceaccount and
-the bound pod/secret/node). A pod-bound request for exactly 3607 s is extended to a year
-with ``warnafter`` (``--service-account-extend-token-expiration``), while the returned
-``expirationTimestamp`` keeps the requested lifetime, as in the real server. Checking a
-token (for requests and TokenReviews) verifies signature, expiry, audience and that the
-service account and bound object still exist with the same uid::
+the bound pod/secret/node). Lifetimes, as the real server sets them:
+
+* ``expirationSeconds`` defaults to 3600 and must be 600..2^32 (422);
+* ``max_expiration`` (``--service-account-max-token-expiration``, 0 = unset) shortens a
+  longer request to it, with the real warning (``requested expiration of 7200 seconds
+  shortened to 3600 seconds``);
+* a pod-bound request for exactly 3607 s for the server's own audiences is extended to a year
+  with ``warnafter`` (``--service-account-extend-token-expiration``), while the returned
+  ``expirationTimestamp`` keeps the requested lifetime.
+
+Checking a token (for requests and TokenReviews) verifies signature, expiry (``service
+account token has expired``), audience, and that the service account and the bound object
+still exist with the same uid and, for a bound pod or secret, were not marked for deletion
+more than 60 s ago (``service account token has been invalidated``)::
 
     issuer = TokenIssuer(key_pem, store)
     token, expires = issuer.issue(sa, 3600, audiences, bound_pod)
@@ -31,12 +40,14 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from tests.harness.apiserver import errors
 from tests.harness.apiserver.auth import UserInfo
 from tests.harness.apiserver.store import Store
+from tests.harness.apiserver.validation import FieldError
 
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 WARN_ONLY_SECONDS = 3607
 EXTENDED_SECONDS = 365 * 24 * 3600
 MIN_SECONDS = 600
 MAX_SECONDS = 2**32
+DELETION_GRACE_SECONDS = 60  # a bound object marked for deletion longer ago invalidates
 Obj = dict[str, Any]
 
 
@@ -63,19 +74,35 @@ class TokenIssuer:
         store: Store,
         audiences: Sequence[str] = (ISSUER,),
         extend_expiration: bool = True,
+        max_expiration: int = 0,
     ) -> None:
+        if extend_expiration and 0 < max_expiration < WARN_ONLY_SECONDS:
+            raise ValueError(
+                f"the max token expiration ({max_expiration} s) must be at least "
+                f"{WARN_ONLY_SECONDS} s while token expiration is extended"
+            )
         key = serialization.load_pem_private_key(key_pem, None)
         assert isinstance(key, rsa.RSAPrivateKey)
         self._key = key
         self.store = store
         self.audiences = tuple(audiences)
         self.extend_expiration = extend_expiration
+        self.max_expiration = max_expiration
         public = key.public_key().public_bytes(
             serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
         )
         self.key_id = _b64(hashlib.sha256(public).digest())
 
     # ----------------------------------------------------------------------- issuing
+
+    def capped(self, seconds: int) -> tuple[int, str]:
+        """The lifetime a request gets under ``max_expiration``, and the warning if cut."""
+        if self.max_expiration and seconds > self.max_expiration:
+            return self.max_expiration, (
+                f"requested expiration of {seconds} seconds shortened to "
+                f"{self.max_expiration} seconds"
+            )
+        return seconds, ""
 
     def issue(
         self,
@@ -105,7 +132,7 @@ class TokenIssuer:
             ref = {"name": bound["metadata"]["name"], "uid": bound["metadata"]["uid"]}
             private[bound.get("kind", "").lower()] = ref
         if node is not None:
-            private["node"] = {"name": node["metadata"]["name"], "uid": node["metadata"]["uid"]}
+            private["node"] = {k: v for k, v in node["metadata"].items() if k in ("name", "uid")}
         if warn_after:
             private["warnafter"] = warn_after
         claims = {
@@ -186,13 +213,16 @@ class TokenIssuer:
             found = self.store.get(bucket, namespace, ref.get("name", ""))
             if found is None or found["metadata"]["uid"] != ref.get("uid"):
                 raise TokenInvalid("service account token has been invalidated")
+            if _deleted_long_ago(found["metadata"].get("deletionTimestamp")):
+                raise TokenInvalid("service account token has been invalidated")
             if kind == "pod":
                 extra["authentication.kubernetes.io/pod-name"] = (ref["name"],)
                 extra["authentication.kubernetes.io/pod-uid"] = (ref["uid"],)
         node = private.get("node")
         if node is not None:
             extra["authentication.kubernetes.io/node-name"] = (node["name"],)
-            extra["authentication.kubernetes.io/node-uid"] = (node["uid"],)
+            if node.get("uid"):
+                extra["authentication.kubernetes.io/node-uid"] = (node["uid"],)
         groups = ("system:serviceaccounts", f"system:serviceaccounts:{namespace}")
         name = sa_username(namespace, sa_ref.get("name", ""))
         return UserInfo(name, groups, sa_ref.get("uid", ""), extra)
@@ -201,11 +231,18 @@ class TokenIssuer:
 # --------------------------------------------------------------------------- TokenRequest
 
 
+def _deleted_long_ago(stamp: str | None) -> bool:
+    if not stamp:
+        return False
+    when = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    limit = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=DELETION_GRACE_SECONDS)
+    return when < limit
+
+
 def validate_token_request(request: Obj) -> None:
+    """``ValidateTokenRequest`` (the spec's defaults first: 3600 s)."""
     spec = request.setdefault("spec", {})
     seconds = spec.setdefault("expirationSeconds", 3600)
-    from tests.harness.apiserver.validation import FieldError
-
     problems = []
     if seconds < MIN_SECONDS:
         problems.append(
@@ -214,7 +251,13 @@ def validate_token_request(request: Obj) -> None:
             )
         )
     if seconds > MAX_SECONDS:
-        problems.append(FieldError.too_long("spec.expirationSeconds", MAX_SECONDS))
+        problems.append(
+            FieldError.invalid(
+                "spec.expirationSeconds",
+                seconds,
+                "may not specify a duration larger than 2^32 seconds",
+            )
+        )
     if problems:
         raise errors.invalid("authentication.k8s.io", "TokenRequest", "", problems)
 

@@ -2,19 +2,29 @@
 endpoints, each with the defaults and validation of the real registry that a client sees.
 
 Namespaces are DNS labels, get ``spec.finalizers: [kubernetes]``, phase Active and the
-``kubernetes.io/metadata.name`` label; configmaps and secrets check keys and ``immutable``;
-secrets default to ``Opaque`` and check their type's required keys; services are DNS-1035
-names, get a cluster IP from 10.96.0.0/12 and the ClusterIP defaults.
+``kubernetes.io/metadata.name`` label. ConfigMaps and Secrets: keys are config keys
+(``[-._a-zA-Z0-9]+``, at most 253, not ``.``/``..``/``..x``); all values together at most
+1 MiB (``[]: Too long`` for a ConfigMap, ``data: Too long`` for a Secret); a ConfigMap key in
+both ``data`` and ``binaryData`` is refused; once ``immutable: true``, ``immutable``,
+``data`` and ``binaryData`` may not change (``Forbidden: field is immutable when `immutable`
+is set``). Secrets default to ``Opaque``, get ``stringData`` merged over ``data`` (and
+dropped) as the v1 conversion does, keep their ``type``, and are checked per type: the
+docker types need their key holding a JSON object (the value shows as ``<secret contents
+redacted>``), tls its two keys, basic-auth and ssh-auth theirs (with the real server's odd
+``data[%s][...]`` paths). Services are DNS-1035 names, get a cluster IP from 10.96.0.0/12
+and the ClusterIP defaults.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
 import ipaddress
 import re
 from collections.abc import Callable
 
 from tests.harness.apiserver.kinds.base import Obj, StatusStrategy, Strategy
+from tests.harness.apiserver.kinds.gojson import json_object_problem
 from tests.harness.apiserver.validation import (
     FieldError,
     dns1035_label,
@@ -25,13 +35,12 @@ from tests.harness.apiserver.validation import (
 
 NAMESPACE_LABEL = "kubernetes.io/metadata.name"
 _CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+")
-_SECRET_REQUIRED_KEYS = {
-    "kubernetes.io/tls": ("tls.crt", "tls.key"),
-    "kubernetes.io/dockerconfigjson": (".dockerconfigjson",),
-    "kubernetes.io/dockercfg": (".dockercfg",),
-    "kubernetes.io/basic-auth": (),
-    "kubernetes.io/ssh-auth": ("ssh-privatekey",),
+MAX_DATA_BYTES = 1024 * 1024  # core.MaxSecretSize, for ConfigMaps too
+_DOCKER_KEYS = {
+    "kubernetes.io/dockercfg": ".dockercfg",
+    "kubernetes.io/dockerconfigjson": ".dockerconfigjson",
 }
+REDACTED = "<secret contents redacted>"
 SERVICE_CIDR = ipaddress.ip_network("10.96.0.0/12")
 
 
@@ -64,11 +73,12 @@ class ConfigMapStrategy(Strategy):
     model = "V1ConfigMap"
 
     def validate(self, obj: Obj) -> list[FieldError]:
-        return super().validate(obj) + _validate_data(obj, ("data", "binaryData"))
+        return super().validate(obj) + _validate_config_map(obj)
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
-        errs = validate_meta_update(new, old) + _validate_data(new, ("data", "binaryData"))
-        return errs + _immutable_data(new, old, ("data", "binaryData"))
+        errs = validate_meta_update(new, old)
+        errs += _immutable_data(new, old, ("data", "binaryData"))
+        return errs + _validate_config_map(new)
 
 
 class SecretStrategy(Strategy):
@@ -77,49 +87,111 @@ class SecretStrategy(Strategy):
     field_labels = ("type",)
 
     def default(self, obj: Obj) -> None:
+        """The v1 conversion: ``stringData`` is written over ``data`` and dropped."""
         if not obj.get("type"):
             obj["type"] = "Opaque"
+        strings = obj.pop("stringData", None) or {}
+        if strings:
+            data = obj.setdefault("data", {}) or {}
+            for key, value in strings.items():
+                data[key] = base64.b64encode(str(value).encode()).decode()
+            obj["data"] = data
 
     def validate(self, obj: Obj) -> list[FieldError]:
-        errs = super().validate(obj) + _validate_data(obj, ("data",))
-        data = obj.get("data") or {}
-        for key in _SECRET_REQUIRED_KEYS.get(obj.get("type", ""), ()):
-            if key not in data:
-                errs.append(FieldError.required(f"data[{key}]"))
-        if obj.get("type") == "kubernetes.io/service-account-token":
-            annotation = "kubernetes.io/service-account.name"
-            if not (obj["metadata"].get("annotations") or {}).get(annotation):
-                errs.append(FieldError.required(f"metadata.annotations[{annotation}]"))
-        return errs
+        return super().validate(obj) + _validate_secret(obj)
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
-        errs = validate_meta_update(new, old) + _validate_data(new, ("data",))
+        errs = validate_meta_update(new, old)
         if new.get("type") != old.get("type"):
             errs.append(immutable("type", new.get("type", "")))
-        return errs + _immutable_data(new, old, ("data",))
+        errs += _immutable_data(new, old, ("data",))
+        return errs + _validate_secret(new)
 
     def selectable_fields(self, obj: Obj) -> dict[str, str]:
         return {"type": obj.get("type", "")}
 
 
-def _validate_data(obj: Obj, fields: tuple[str, ...]) -> list[FieldError]:
-    errs = []
+def config_key_problems(key: str) -> list[str]:
+    """``IsConfigMapKey``: what is wrong with a ConfigMap or Secret key."""
+    problems = []
+    if len(key) > 253:
+        problems.append("must be no more than 253 characters")
+    if not _CONFIG_KEY.fullmatch(key):
+        problems.append(
+            "a valid config key must consist of alphanumeric characters, '-', '_' or '.' "
+            "(e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is "
+            "'[-._a-zA-Z0-9]+')"
+        )
+    if key in (".", ".."):
+        problems.append(f"must not be '{key}'")
+    elif key.startswith(".."):
+        problems.append("must not start with '..'")
+    return problems
+
+
+def _key_errors(field: str, key: str) -> list[FieldError]:
+    return [FieldError.invalid(f"{field}[{key}]", key, p) for p in config_key_problems(key)]
+
+
+def _decoded_size(value: str | None) -> int:
+    """The length of a base64 value's bytes (schema decoding has checked the encoding)."""
+    try:
+        return len(base64.b64decode(value or ""))
+    except ValueError:
+        return len(value or "")
+
+
+def _validate_config_map(obj: Obj) -> list[FieldError]:
+    data, binary = obj.get("data") or {}, obj.get("binaryData") or {}
+    errs: list[FieldError] = []
     total = 0
-    for field in fields:
-        for key, value in (obj.get(field) or {}).items():
-            if not _CONFIG_KEY.fullmatch(key) or key in (".", ".."):
-                errs.append(
-                    FieldError.invalid(
-                        f"{field}[{key}]",
-                        key,
-                        "a valid config key must consist of alphanumeric characters, '-', '_' or "
-                        "'.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for "
-                        "validation is '[-._a-zA-Z0-9]+')",
-                    )
-                )
-            total += len(value or "")
-    if total > 1024 * 1024:
-        errs.append(FieldError.too_long(fields[0], 1024 * 1024))
+    for key, value in data.items():
+        errs += _key_errors("data", key)
+        if key in binary:
+            errs.append(
+                FieldError.invalid(f"data[{key}]", key, "duplicate of key present in binaryData")
+            )
+        total += len((value or "").encode())
+    for key, value in binary.items():
+        errs += _key_errors("binaryData", key)
+        total += _decoded_size(value)
+    if total > MAX_DATA_BYTES:
+        errs.append(FieldError.too_long("[]", MAX_DATA_BYTES))  # the whole object's path
+    return errs
+
+
+def _validate_secret(obj: Obj) -> list[FieldError]:
+    data = obj.get("data") or {}
+    errs: list[FieldError] = []
+    total = 0
+    for key, value in data.items():
+        errs += _key_errors("data", key)
+        total += _decoded_size(value)
+    if total > MAX_DATA_BYTES:
+        errs.append(FieldError.too_long("data", MAX_DATA_BYTES))
+    kind = obj.get("type", "")
+    if kind == "kubernetes.io/service-account-token":
+        annotation = "kubernetes.io/service-account.name"
+        if not (obj["metadata"].get("annotations") or {}).get(annotation):
+            errs.append(FieldError.required(f"metadata.annotations[{annotation}]"))
+    elif kind in _DOCKER_KEYS:
+        key = _DOCKER_KEYS[kind]
+        if key not in data:
+            errs.append(FieldError.required(f"data[{key}]"))
+        else:
+            problem = json_object_problem(base64.b64decode(data[key] or ""))
+            if problem:
+                errs.append(FieldError.invalid(f"data[{key}]", REDACTED, problem))
+    elif kind == "kubernetes.io/basic-auth":
+        if "username" not in data and "password" not in data:
+            # the real path is built as NewPath("data[%s]").Key(...): kept as it reads
+            errs.append(FieldError.required("data[%s][username]"))
+            errs.append(FieldError.required("data[%s][password]"))
+    elif kind == "kubernetes.io/ssh-auth":
+        if not _decoded_size(data.get("ssh-privatekey")):
+            errs.append(FieldError.required("data[%s][ssh-privatekey]"))
+    elif kind == "kubernetes.io/tls":
+        errs += [FieldError.required(f"data[{k}]") for k in ("tls.crt", "tls.key") if k not in data]
     return errs
 
 
