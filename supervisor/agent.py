@@ -26,6 +26,7 @@ from pkletd.ipc.messages import (
     Hello,
     ManifestRejected,
     NodeReported,
+    ObjectFetched,
     ParentAlive,
     PodDeleted,
     PodLifecycleEvent,
@@ -33,8 +34,10 @@ from pkletd.ipc.messages import (
     ProbeMetrics,
     ProbeResult,
     RelistCompleted,
+    ServicesListed,
     Snapshot,
     SnapshotRequest,
+    TokenIssued,
     WorkerReady,
 )
 from pkletd.ipc.wakeup import Wakeup
@@ -77,6 +80,9 @@ FACTS_FROM = {
     ProbeMetrics: "prober",
     NodeReported: "node-lease",
     PodDeleted: "status-manager",
+    ObjectFetched: "pod-objects",
+    TokenIssued: "pod-objects",
+    ServicesListed: "pod-objects",
 }
 # Pod-source facts (PodsListed, ManifestRejected) come from the worker of the source
 # they name, and from no other: source -> worker.
@@ -122,7 +128,7 @@ class Agent:
         self._machine = MachineFacts.read(Path(config.root_dir))  # read once, for both uses
         self._node = NodeState(config.node_name, bool(config.kubeconfig), self._events)
         self._node_object: dict[str, Any] = {}  # what the node-lease worker registers
-        self._sync = SyncLoop(self._parts(config), self._bus.publish)
+        self._sync = SyncLoop(self._parts(config, worker_names), self._bus.publish)
         self._children = Children(
             worker_names, forkserver, config.worker_heartbeat_timeout, on_ready=self._worker_ready
         )
@@ -134,7 +140,7 @@ class Agent:
         self._next_watchdog = 0.0
         self._signals = Wakeup()
 
-    def _parts(self, config: KubeletConfig) -> Parts:
+    def _parts(self, config: KubeletConfig, worker_names: list[str]) -> Parts:
         allocatable = node_allocatable(config, node_capacity(config, self._machine))
         node = NodeInfo(
             config.node_name,
@@ -146,12 +152,13 @@ class Agent:
             kernel=kernel_version(),
         )
         labels = node_labels(config, self._machine)
-        objects = ApiObjects()
+        # Without the worker that reads them (no API server) there are no objects to wait for.
+        objects = ApiObjects(standalone="pod-objects" not in worker_names)
         syncer = PodSyncer(
             self._runtime,
             Path(config.pod_logs_dir),
             self._events,
-            PodSetup(node, objects),
+            PodSetup(node, objects, self._events),
             PodCgroups.host(config.pod_pids_limit).start(),
             objects,
             self._metrics.pods,
@@ -339,6 +346,12 @@ class Agent:
             self._node.reported(message)
         elif isinstance(message, PodDeleted):
             self._pods.final_delete_done(message.uid)
+        elif isinstance(message, ObjectFetched):
+            self._sync.on_object_fetched(message)
+        elif isinstance(message, TokenIssued):
+            self._sync.on_token_issued(message)
+        elif isinstance(message, ServicesListed):
+            self._sync.on_services_listed(message)
         else:
             log.warning(
                 "dropped message not meant for the parent kind=%s worker=%s", message.kind, name

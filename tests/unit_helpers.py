@@ -132,17 +132,25 @@ spec:
 """
 
 
-def fake_syncer(runtime: FakeRuntime, tmp: Path, metrics: PodMetrics | None = None) -> PodSyncer:
-    """A pod syncer on the fake runtime, with its cgroups and dirs under ``tmp``."""
+def fake_syncer(
+    runtime: FakeRuntime,
+    tmp: Path,
+    objects: ApiObjects | None = None,
+    events: EventRecorder | None = None,
+    metrics: PodMetrics | None = None,
+) -> PodSyncer:
+    """A pod syncer on the fake runtime, with its cgroups and dirs under ``tmp``; API
+    objects from ``objects`` (default: none, as on a standalone node)."""
     node = NodeInfo("node", ("10.0.0.1",), tmp / "root")
     (tmp / "cgroup").mkdir()
     cgroups = PodCgroups(CgroupTree(tmp / "cgroup", v2=True), 2000, 2**30)
-    objects = ApiObjects()
+    objects = ApiObjects(standalone=True) if objects is None else objects
+    events = EventRecorder() if events is None else events
     return PodSyncer(
         runtime,
         tmp / "logs",
-        EventRecorder(),
-        PodSetup(node, objects),
+        events,
+        PodSetup(node, objects, events),
         cgroups,
         objects,
         metrics or PodMetrics(),

@@ -20,6 +20,12 @@ from pkletd.ipc.apimodel.fieldcheck import InvalidField
 
 ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 
+
+def is_env_var_name(name: str) -> bool:
+    """``IsEnvVarName``: the pattern, and not ``.``, ``..`` or anything starting ``..``."""
+    return bool(ENV_NAME.match(name)) and name != "." and not name.startswith("..")
+
+
 # The API's validEnvDownwardAPIFieldPathExpressions and validVolume... (plus subscripts).
 ENV_FIELD_PATHS = (
     "metadata.name",
@@ -157,7 +163,7 @@ def parse_env(container: dict[str, Any], path: str) -> tuple[EnvVar, ...]:
         where = f"{path}.env[{i}]"
         entry = f.mapping(item, where)
         name = f.string(entry.get("name"), f"{where}.name", required=True)
-        if not ENV_NAME.match(name):
+        if not is_env_var_name(name):
             raise InvalidField(f"{where}.name: invalid environment variable name {name!r}")
         value = f.string(entry.get("value"), f"{where}.value")
         source = f.optional_mapping(entry.get("valueFrom"), f"{where}.valueFrom")
@@ -222,7 +228,7 @@ def parse_env_from(container: dict[str, Any], path: str) -> tuple[EnvFrom, ...]:
             raise InvalidField(f"{where}: invalid value: {problem}")
         ref = f.mapping(entry[kinds[0]], f"{where}.{kinds[0]}")
         prefix = f.string(entry.get("prefix"), f"{where}.prefix")
-        if prefix and not ENV_NAME.match(prefix):
+        if prefix and not is_env_var_name(prefix):
             raise InvalidField(f"{where}.prefix: invalid environment variable name {prefix!r}")
         found.append(
             EnvFrom(

@@ -65,19 +65,29 @@ def references(pod: Mapping[str, Any]) -> PodReferences:
         for kind, name in (*_volume_objects(spec), *_env_objects(spec), *_pull_secrets(spec))
         if name
     }
-    account = spec.get("serviceAccountName") or "default"
     tokens = {
-        TokenKey(
-            str(meta.get("uid", "")),
-            namespace,
-            str(meta.get("name", "")),
-            account,
+        token_key(
+            pod,
             str(source.get("audience") or ""),
             int(source.get("expirationSeconds") or DEFAULT_TOKEN_SECONDS),
         )
         for source in _projected_sources(spec, "serviceAccountToken")
     }
     return PodReferences(frozenset(found), frozenset(tokens))
+
+
+def token_key(pod: Mapping[str, Any], audience: str, expiration_seconds: int) -> TokenKey:
+    """The token a pod's ``serviceAccountToken`` source asks for: its service account
+    (``default`` when unset), audience and lifetime."""
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    return TokenKey(
+        str(meta.get("uid", "")),
+        meta.get("namespace") or "default",
+        str(meta.get("name", "")),
+        spec.get("serviceAccountName") or "default",
+        audience,
+        expiration_seconds,
+    )
 
 
 def _volume_objects(spec: Mapping[str, Any]) -> Iterable[tuple[ObjectKind, str]]:

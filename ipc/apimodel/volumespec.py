@@ -1,10 +1,10 @@
 """A pod's ``volumes`` and a container's ``volumeMounts``, checked as the API server does.
 
 Every volume is parsed and checked; pkletd serves ``emptyDir``, ``hostPath``,
-``downwardAPI`` and ``projected`` (``supervisor/volumes.py``). ``configMap``,
-``secret`` and the projected sources that need an API server are parsed so the
-supervisor can report them the kubelet's way; any other volume type is carried
-by its name only.
+``downwardAPI``, ``configMap``, ``secret`` and ``projected`` (its ``downwardAPI``,
+``configMap``, ``secret`` and ``serviceAccountToken`` sources) in
+``supervisor/pods/setup/``. The other projected sources are parsed so the supervisor
+can report them the kubelet's way; any other volume type is carried by its name only.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pkletd.ipc.apimodel import envspec, quantity
 from pkletd.ipc.apimodel import fieldcheck as f
 from pkletd.ipc.apimodel.envspec import ResourceRef
 from pkletd.ipc.apimodel.fieldcheck import InvalidField
+from pkletd.ipc.apimodel.references import DEFAULT_TOKEN_SECONDS
 
 HOST_PATH_TYPES = (
     "",
@@ -32,6 +33,8 @@ HOST_PATH_TYPES = (
 PROPAGATIONS = ("None", "HostToContainer", "Bidirectional")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DEFAULT_MODE = 0o644
+MIN_TOKEN_SECONDS = 600  # the API's bounds on a projected token's expirationSeconds
+MAX_TOKEN_SECONDS = 2**32
 _PROJECTION_KINDS = (
     "downwardAPI",
     "configMap",
@@ -55,12 +58,15 @@ class FileItem:
 
 @dataclass(frozen=True, slots=True)
 class Projection:
-    """One source of files: a downward API list, or an API object (configMap, secret, ...)."""
+    """One source of files: a downward API list, an API object (configMap, secret: all
+    its keys, or ``items``), or a service account token (one item: its ``path``)."""
 
     kind: str  # one of _PROJECTION_KINDS
     items: tuple[FileItem, ...] = ()
     name: str = ""  # the object's name (configMap, secret)
     optional: bool = False
+    audience: str = ""  # serviceAccountToken: "" is the API server's own
+    expiration_seconds: int = DEFAULT_TOKEN_SECONDS  # serviceAccountToken
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,12 +259,11 @@ def _projections(value: Any, path: str) -> tuple[Projection, ...]:
                 f.string(source.get("name"), f"{where}.{kind}.name", required=True),
                 bool(f.boolean(source.get("optional"), f"{where}.{kind}.optional")),
             )
+        elif kind == "serviceAccountToken":
+            projection = _token(source, f"{where}.{kind}")
         else:
-            token_path = f.string(source.get("path"), f"{where}.{kind}.path")
             projection = Projection(
-                kind,
-                (FileItem(_item_path(token_path, f"{where}.{kind}.path")),) if token_path else (),
-                optional=bool(f.boolean(source.get("optional"), f"{where}.{kind}.optional")),
+                kind, optional=bool(f.boolean(source.get("optional"), f"{where}.{kind}.optional"))
             )
         for file in projection.items:
             if file.path in paths:
@@ -268,6 +273,28 @@ def _projections(value: Any, path: str) -> tuple[Projection, ...]:
             paths.add(file.path)
         found.append(projection)
     return tuple(found)
+
+
+def _token(source: dict[str, Any], path: str) -> Projection:
+    seconds = source.get("expirationSeconds")
+    if seconds is not None and (
+        not isinstance(seconds, int) or isinstance(seconds, bool) or seconds < MIN_TOKEN_SECONDS
+    ):
+        raise InvalidField(
+            f"{path}.expirationSeconds: invalid value {seconds!r}: may not specify a duration "
+            "less than 10 minutes"
+        )
+    if seconds is not None and seconds > MAX_TOKEN_SECONDS:
+        raise InvalidField(
+            f"{path}.expirationSeconds: invalid value {seconds!r}: may not specify a duration "
+            "larger than 2^32 seconds"
+        )
+    return Projection(
+        "serviceAccountToken",
+        (FileItem(_item_path(source.get("path"), f"{path}.path")),),
+        audience=f.string(source.get("audience"), f"{path}.audience"),
+        expiration_seconds=DEFAULT_TOKEN_SECONDS if seconds is None else seconds,
+    )
 
 
 def parse_mounts(container: dict[str, Any], path: str) -> tuple[VolumeMount, ...]:

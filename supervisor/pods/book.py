@@ -252,6 +252,11 @@ class Pods:
             key = SANDBOX_PREFIX + key
         return entry.runtime.objects().get(key, "") == event.state
 
+    def waiting(self, uid: PodUID) -> bool:
+        """A container of the pod waits to start, or the pod has not been synced yet."""
+        entry = self.entries.get(uid)
+        return entry is not None and (entry.runtime is None or bool(entry.waiting))
+
     def running_id(self, uid: PodUID, container: str) -> str:
         """The id of the container instance running under this name, else ""."""
         entry = self.entries.get(uid)

@@ -35,6 +35,8 @@ class Reason(enum.Enum):
     CREATED = "Created"
     STARTED = "Started"
     FAILED = "Failed"  # a failed pull, and "Error: ..." for a container that could not start
+    FAILED_MOUNT = "FailedMount"  # a volume could not be set up (or brought up to date)
+    INVALID_ENV_NAMES = "InvalidEnvironmentVariableNames"  # envFrom keys skipped
     # image pulls
     PULLING = "Pulling"
     PULLED = "Pulled"

@@ -10,6 +10,10 @@ An object not heard of yet is *pending*: the pod waits for it, as the kubelet wa
 its synchronous GET. One the API does not have is *missing* (an ``optional``
 reference is then satisfied). Either way ``ObjectUnavailable`` carries the kubelet's
 message.
+
+A standalone node (no API server, so no pod-objects worker) has no objects: every
+ConfigMap and Secret is missing, a token cannot be had (the kubelet's standalone
+message) and there are no Services, so nothing waits for them.
 """
 
 from __future__ import annotations
@@ -36,8 +40,14 @@ def not_found(kind: ObjectKind, name: str) -> ObjectUnavailable:
     return ObjectUnavailable(f'{kind.noun} "{name}" not found', missing=True)
 
 
+STANDALONE_TOKEN = (
+    "failed to fetch token: cannot use TokenManager when kubelet is in standalone mode"
+)
+
+
 class ApiObjects:
-    def __init__(self) -> None:
+    def __init__(self, standalone: bool = False) -> None:
+        self.standalone = standalone
         self._objects: dict[ObjectKey, ObjectFetched] = {}
         self._tokens: dict[TokenId, TokenIssued] = {}
         self._services: dict[str, list[dict[str, Any]]] = {}
@@ -52,14 +62,9 @@ class ApiObjects:
         return before != message
 
     def on_token(self, message: TokenIssued) -> bool:
-        token_id = (
-            message.pod_uid,
-            message.service_account,
-            message.audience,
-            message.expiration_seconds,
-        )
-        before = self._tokens.get(token_id)
-        self._tokens[token_id] = message
+        issued = issued_id(message)
+        before = self._tokens.get(issued)
+        self._tokens[issued] = message
         return before is None or before.token != message.token or before.error != message.error
 
     def on_services(self, message: ServicesListed) -> bool:
@@ -73,7 +78,7 @@ class ApiObjects:
         tokens: set[TokenId] = set()
         for refs in wanted:
             objects |= refs.objects
-            tokens |= {_token_id(t) for t in refs.tokens}
+            tokens |= {token_id(t) for t in refs.tokens}
         self._objects = {k: v for k, v in self._objects.items() if k in objects}
         self._tokens = {k: v for k, v in self._tokens.items() if k in tokens}
         self._services = {k: v for k, v in self._services.items() if k in namespaces}
@@ -82,6 +87,8 @@ class ApiObjects:
 
     def get(self, key: ObjectKey) -> ObjectFetched:
         """The object as read; ObjectUnavailable if pending, missing or unreadable."""
+        if self.standalone:
+            raise not_found(key.kind, key.name)
         found = self._objects.get(key)
         if found is None:
             raise ObjectUnavailable(
@@ -94,7 +101,9 @@ class ApiObjects:
         return found
 
     def token(self, key: TokenKey) -> str:
-        found = self._tokens.get(_token_id(key))
+        if self.standalone:
+            raise ObjectUnavailable(STANDALONE_TOKEN)
+        found = self._tokens.get(token_id(key))
         if found is None:
             raise ObjectUnavailable("service account token not yet issued", pending=True)
         if found.error:
@@ -102,6 +111,8 @@ class ApiObjects:
         return found.token
 
     def services(self, namespace: str) -> list[dict[str, Any]]:
+        if self.standalone:
+            return []
         found = self._services.get(namespace)
         if found is None:
             raise ObjectUnavailable(
@@ -111,5 +122,9 @@ class ApiObjects:
         return found
 
 
-def _token_id(key: TokenKey) -> TokenId:
+def token_id(key: TokenKey) -> TokenId:
     return key.pod_uid, key.service_account, key.audience, key.expiration_seconds
+
+
+def issued_id(message: TokenIssued) -> TokenId:
+    return message.pod_uid, message.service_account, message.audience, message.expiration_seconds

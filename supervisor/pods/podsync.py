@@ -44,8 +44,8 @@ from pkletd.supervisor.pods.podactions import Actions, compute_actions
 from pkletd.supervisor.pods.podmetrics import ContainerType, PodMetrics
 from pkletd.supervisor.pods.runtime import Runtime
 from pkletd.supervisor.pods.setup import runtimespec
-from pkletd.supervisor.pods.setup.envvars import ConfigError
-from pkletd.supervisor.pods.setup.podsetup import PodSetup
+from pkletd.supervisor.pods.setup.envvars import ConfigError, ConfigPending
+from pkletd.supervisor.pods.setup.podsetup import Blocked, PodSetup
 from pkletd.supervisor.pods.types import (
     PodRuntime,
     SyncOptions,
@@ -135,13 +135,16 @@ class PodSyncer:
         self._cgroups.track(pod)
         waiting: dict[str, Waiting] = {}
         retry: list[float] = []
+        blocked = None
+        if state.running() or compute_actions(pod, state, options.started).start:
+            blocked = self._mount(pod, retry)  # a running pod's files follow its objects
         init_names = {c.name for c in pod.init_containers}
         patience = INIT_EXIT_WAIT_S
         for _ in range(len(pod.init_containers) + 1):
             actions = compute_actions(pod, state, options.started)
             if actions.idle:
                 break  # ``state`` is what the runtime has: nothing to read again
-            started = self._act(pod, state, actions, waiting, retry)
+            started = self._act(pod, state, actions, waiting, retry, blocked)
             patience -= self._await_init_exit(pod, started, patience)
             state = self._inspector.inspect(pod.uid)
             if waiting or not started or not started.keys() <= init_names:
@@ -156,8 +159,10 @@ class PodSyncer:
         actions: Actions,
         waiting: dict[str, Waiting],
         retry: list[float],
+        blocked: Blocked | None,
     ) -> dict[str, ContainerID]:
-        """Carry out one round of actions; the containers it started, by name."""
+        """Carry out one round of actions; the containers it started, by name. Nothing
+        starts while the volumes are ``blocked``."""
         if actions.kill_pod:
             self._killer.kill_pod(pod, state, pod.grace_period_s)
         in_spec = {c.name for c in (*pod.init_containers, *pod.containers)}
@@ -172,12 +177,10 @@ class PodSyncer:
             self._killer.kill(pod, state, unwanted, grace, why if unwanted.name in in_spec else "")
         if not actions.start:
             return {}
-        blocked = self._setup.blocked(pod)  # volumes
         if blocked is not None:
             waiting.update(
                 {c.name: Waiting(blocked.reason, blocked.message) for c in actions.start}
             )
-            retry.extend([blocked.retry_s] if blocked.retry_s is not None else [])
             return {}
         failure = self._cgroups.ensure(pod)  # the pod's cgroup, before its sandbox
         if failure is not None:
@@ -193,6 +196,18 @@ class PodSyncer:
             if container_id is not None:
                 started[container.name] = container_id
         return started
+
+    def _mount(self, pod: Pod, retry: list[float]) -> Blocked | None:
+        """Set up the pod's volumes, or bring their files up to date; why they are not,
+        recorded as its event (``FailedMount``), with when to try again."""
+        blocked = self._setup.blocked(pod)
+        if blocked is None:
+            return None
+        if blocked.event is not None:
+            self._events.warning(ObjectRef.of(pod), blocked.event, blocked.message)
+        if blocked.retry_s is not None:
+            retry.append(blocked.retry_s)
+        return blocked
 
     def _await_init_exit(
         self, pod: Pod, started: Mapping[str, ContainerID], patience: float
@@ -353,6 +368,9 @@ class PodSyncer:
         spec = runtimespec.container_spec(pod, container, restart_count)
         try:
             spec = self._setup.container_spec(pod, container, spec, sandbox.ip, image)
+        except ConfigPending as exc:
+            log.info("config waits pod=%s container=%s for=%s", pod.full_name, container.name, exc)
+            return Waiting(WaitingReason.CONTAINER_CREATING, "")
         except ConfigError as exc:
             log.error(
                 "config failed pod=%s container=%s error=%s", pod.full_name, container.name, exc

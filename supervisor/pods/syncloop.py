@@ -6,6 +6,11 @@ terminations on the pod workers, folds each sync's result into the pods' status
 (published at once: no relist tax), requeues pods (backoff, activeDeadlineSeconds,
 ``syncFrequency``), and every ``HOUSEKEEPING_S`` terminates orphans: sandboxes no
 source wants, once every source has spoken.
+
+The API objects pods reference (``ApiObjects``) are kept up to date from the
+pod-objects worker; a change syncs again exactly the pods that reference it, so their
+volumes are rewritten (and a container waiting for it starts) at once, not at the
+next ``syncFrequency``.
 """
 
 from __future__ import annotations
@@ -19,9 +24,11 @@ from typing import Any
 
 from pkletd.ipc.apimodel.podspec import Pod, PodUID
 from pkletd.ipc.apimodel.probespec import ProbeType
+from pkletd.ipc.apimodel.references import ObjectKey, PodReferences, references
 from pkletd.ipc.cri import CriError
 from pkletd.ipc.messages import (
     Message,
+    ObjectFetched,
     PodForgotten,
     PodLifecycleEvent,
     PodsListed,
@@ -30,11 +37,13 @@ from pkletd.ipc.messages import (
     ProbeMetrics,
     ProbeResult,
     ProbeVerdict,
+    ServicesListed,
+    TokenIssued,
 )
 from pkletd.supervisor.pods import admission
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason
-from pkletd.supervisor.pods.objects import ApiObjects
+from pkletd.supervisor.pods.objects import ApiObjects, issued_id, token_id
 from pkletd.supervisor.pods.podmetrics import PodMetrics, SyncType
 from pkletd.supervisor.pods.podsync import FAILED_STEP_RETRY_S, PodSyncer
 from pkletd.supervisor.pods.podworkers import PodWorkers
@@ -49,6 +58,7 @@ HOUSEKEEPING_S = 2.0
 DEADLINE_EXCEEDED = "DeadlineExceeded"
 DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
 PROBE_RESULT_TTL_S = 10.0  # an older result is history, not a reason to act
+DEFAULT_NAMESPACE = "default"  # its Services (the master service) reach every pod
 
 Publish = Callable[[Message], object]
 
@@ -79,6 +89,8 @@ class SyncLoop:
         self._events = parts.events
         self._admitter = parts.admitter
         self._sync_frequency = parts.sync_frequency
+        self._objects = parts.objects
+        self._references: dict[PodUID, tuple[Pod, PodReferences]] = {}
         self._metrics = parts.metrics
         self._publish = publish
         self._requeue: list[tuple[float, PodUID]] = []
@@ -99,6 +111,51 @@ class SyncLoop:
     def on_probe_metrics(self, message: ProbeMetrics) -> None:
         self._probes.metrics = message.samples
         self._publish(message)
+
+    def on_object_fetched(self, message: ObjectFetched) -> None:
+        if not self._objects.on_fetched(message):
+            return
+        key = ObjectKey(message.object_kind, message.namespace, message.name)
+        self._sync_referencing(lambda refs: key in refs.objects)
+
+    def on_token_issued(self, message: TokenIssued) -> None:
+        if not self._objects.on_token(message):
+            return
+        issued = issued_id(message)
+        self._sync_referencing(lambda refs: any(token_id(t) == issued for t in refs.tokens))
+
+    def on_services_listed(self, message: ServicesListed) -> None:
+        """Services only make variables for containers yet to start: sync the pods of the
+        namespace (every pod's, for ``default``) that have a container waiting."""
+        if not self._objects.on_services(message):
+            return
+        for pod in self._pods.active():
+            seen = message.namespace in (pod.namespace, DEFAULT_NAMESPACE)
+            if seen and self._pods.waiting(pod.uid):
+                self._sync(pod)
+
+    def _sync_referencing(self, wanted: Callable[[PodReferences], bool]) -> None:
+        for pod in self._pods.active():
+            if wanted(self._references_of(pod)):
+                self._sync(pod)
+
+    def _references_of(self, pod: Pod) -> PodReferences:
+        cached = self._references.get(pod.uid)
+        if cached is None or cached[0] is not pod:
+            cached = (pod, references(pod.raw))
+            self._references[pod.uid] = cached
+        return cached[1]
+
+    def _forget_objects(self) -> None:
+        """Drop the objects, tokens and Services no active pod needs any more."""
+        active = self._pods.active()
+        self._references = {
+            p.uid: self._references[p.uid] for p in active if p.uid in self._references
+        }
+        self._objects.keep_only(
+            (self._references_of(p) for p in active),
+            {p.namespace for p in active} | {DEFAULT_NAMESPACE},
+        )
 
     def on_pod_workers(self) -> None:
         for uid, outcome in self._pod_workers.completed():
@@ -259,7 +316,8 @@ class SyncLoop:
     def housekeeping(self) -> None:
         """Terminate pods the runtime runs that no source wants (after every source spoke),
         and pod cgroups left with no pod and no sandbox (the kubelet's
-        cleanupOrphanedPodCgroups)."""
+        cleanupOrphanedPodCgroups). Forget API objects no pod references."""
+        self._forget_objects()
         try:
             sandboxes = self._runtime.list_sandboxes()
             self.runtime_ok = True

@@ -30,6 +30,7 @@ MAX_PATH = 4096
 class FileProjection:
     data: bytes
     mode: int
+    owner: int | None = None  # a uid to own the file (a token's ``FsUser``)
 
 
 class PayloadError(ValueError):
@@ -121,6 +122,8 @@ def write(
             file.parent.mkdir(parents=True, exist_ok=True)
             file.write_bytes(projection.data)
             file.chmod(projection.mode)  # exactly this mode, whatever the umask
+            if projection.owner is not None:
+                os.chown(file, projection.owner, -1)
         if set_perms is not None:
             set_perms(new_dir)
         temp_link = target / NEW_DATA_DIR

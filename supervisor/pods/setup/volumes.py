@@ -6,11 +6,15 @@ Under ``<root-dir>/pods/<uid>/volumes/<plugin>/<name>``:
   ``medium: Memory`` mounts a tmpfs there, sized as the kubelet sizes it (the
   node's allocatable memory, lowered to the pod's memory limit and to
   ``sizeLimit``), with ``noswap`` on kernels that have it (6.4+).
-- ``downwardAPI`` and ``projected``: files written by ``atomicwriter``, modes from
-  ``mode`` or ``defaultMode`` (0644); always mounted read-only, as the kubelet's
-  volume attributes say. ``configMap``, ``secret`` and ``serviceAccountToken``
-  need an API server: the kubelet's error for a missing object (or for a token
-  in standalone mode), unless the source is ``optional``.
+- ``downwardAPI``, ``configMap``, ``secret`` and ``projected``: files made by
+  ``projection`` (from the pod, and the API objects ``ApiObjects`` holds) and written
+  by ``atomicwriter``; always mounted read-only, as the kubelet's volume attributes
+  say. Each sync writes them again, so a changed object or a refreshed token reaches
+  a running container (the ``..data`` swap; a ``subPath`` mount holds the file it
+  resolved to and is not updated, as under the kubelet). As the kubelet wraps an
+  emptyDir for them, ``secret``, ``projected`` and ``downwardAPI`` files live on a
+  tmpfs (a Secret's bytes never touch the disk), ``configMap`` files on disk.
+  An object not read yet raises ``VolumePending``: the pod waits, without an event.
 - ``hostPath``: the host's path itself, after the kubelet's type check
   (``checkType``), creating it for ``DirectoryOrCreate`` (0755) and
   ``FileOrCreate`` (0644).
@@ -38,9 +42,10 @@ from pkletd.ipc.apimodel.podspec import Container, Pod
 from pkletd.ipc.apimodel.volumespec import Volume
 from pkletd.ipc.cri import MountSpec
 from pkletd.supervisor.pods.nodeinfo import NodeInfo
+from pkletd.supervisor.pods.objects import ApiObjects
 from pkletd.supervisor.pods.setup import atomicwriter, downward, mounts
-from pkletd.supervisor.pods.setup.atomicwriter import FileProjection
-from pkletd.supervisor.pods.setup.envvars import ConfigError, expand, not_found
+from pkletd.supervisor.pods.setup.envvars import ConfigError, expand
+from pkletd.supervisor.pods.setup.projection import Pending, Projector, SourceFailure
 from pkletd.supervisor.pods.setup.securitycontext import pod_security
 
 log = logging.getLogger(__name__)
@@ -53,6 +58,7 @@ PLUGIN_DIRS = {
     "secret": "kubernetes.io~secret",
 }
 WRITTEN_KINDS = ("downwardAPI", "projected", "configMap", "secret")  # read-only to containers
+MEMORY_BACKED = ("downwardAPI", "projected", "secret")  # the kubelet wraps a Memory emptyDir
 EMPTY_DIR_MODE = 0o777
 RW_MASK, RO_MASK, EXEC_MASK = 0o660, 0o440, 0o110
 PROPAGATIONS = {
@@ -60,11 +66,14 @@ PROPAGATIONS = {
     "HostToContainer": "host-to-container",
     "Bidirectional": "bidirectional",
 }
-TOKEN_ERROR = "failed to fetch token: cannot use TokenManager when kubelet is in standalone mode"
 
 
 class VolumeError(Exception):
     """A volume could not be set up; the message is the kubelet's FailedMount event."""
+
+
+class VolumePending(Exception):
+    """A volume waits for an API object (or token) not read yet; the message names it."""
 
 
 class SetupFailure(Exception):
@@ -200,39 +209,13 @@ def setup_empty_dir(pod: Pod, volume: Volume, path: Path, node: NodeInfo) -> boo
     return fresh
 
 
-# --- downwardAPI, projected, configMap, secret -----------------------------------------
-
-
-def payload(pod: Pod, volume: Volume, node: NodeInfo) -> dict[str, FileProjection]:
-    files: dict[str, FileProjection] = {}
-    for source in volume.projections:
-        if source.kind == "downwardAPI":
-            for item in source.items:
-                mode = volume.default_mode if item.mode is None else item.mode
-                try:
-                    if item.resource is not None:
-                        text = downward.resource_value(pod, "", item.resource, node)
-                    else:
-                        text = downward.field_value(pod, item.field_path)
-                except LookupError as exc:
-                    raise SetupFailure(str(exc)) from exc
-                files[item.path] = FileProjection(text.encode(), mode)
-        elif source.kind == "serviceAccountToken":
-            raise SetupFailure(TOKEN_ERROR)
-        elif not source.optional:
-            kind = source.kind.lower()
-            if source.kind in ("configMap", "secret"):
-                raise SetupFailure(not_found(kind, source.name))
-            raise SetupFailure(f"{source.kind} sources need an API server")
-    return files
-
-
 # --- the pod's volumes -----------------------------------------------------------------
 
 
 class PodVolumes:
-    def __init__(self, node: NodeInfo) -> None:
+    def __init__(self, node: NodeInfo, objects: ApiObjects) -> None:
         self._node = node
+        self._objects = objects
 
     def pod_dir(self, uid: str) -> Path:
         return self._node.pods_dir / uid
@@ -244,7 +227,8 @@ class PodVolumes:
         return self.pod_dir(pod.uid) / "volumes" / plugin / volume.name
 
     def setup(self, pod: Pod) -> None:
-        """Set up every volume of the pod (idempotent); VolumeError on the first failure."""
+        """Set up (or bring up to date) every volume of the pod; VolumeError on the first
+        failure, VolumePending on the first that waits for the API."""
         if not pod.volumes:
             return
         for sub in ("", "volumes", "plugins"):
@@ -252,7 +236,9 @@ class PodVolumes:
         for volume in pod.volumes:
             try:
                 self._setup_one(pod, volume)
-            except (SetupFailure, OSError, atomicwriter.PayloadError) as exc:
+            except Pending as exc:
+                raise VolumePending(f'volume "{volume.name}" waits for {exc}') from exc
+            except (SetupFailure, SourceFailure, OSError, atomicwriter.PayloadError) as exc:
                 raise VolumeError(
                     f'MountVolume.SetUp failed for volume "{volume.name}" : {exc}'
                 ) from exc
@@ -270,8 +256,9 @@ class PodVolumes:
             return
         if volume.kind not in WRITTEN_KINDS:
             raise SetupFailure(f"pkletd does not serve volumes of type {volume.kind}")
-        files = payload(pod, volume, self._node)
-        path.mkdir(mode=0o750, parents=True, exist_ok=True)
+        files = Projector(pod, self._node, self._objects).payload(volume)
+        medium = "Memory" if volume.kind in MEMORY_BACKED else ""
+        setup_empty_dir(pod, Volume(volume.name, "emptyDir", medium=medium), path, self._node)
         group = security.fs_group
 
         def perms(_: Path) -> None:

@@ -10,6 +10,7 @@ import pytest
 from pkletd.ipc.apimodel.envspec import ResourceRef
 from pkletd.ipc.apimodel.podspec import InvalidPod, parse_pod
 from pkletd.supervisor.pods.nodeinfo import NodeInfo
+from pkletd.supervisor.pods.objects import ApiObjects
 from pkletd.supervisor.pods.setup import downward, envvars
 from pkletd.supervisor.pods.setup.envvars import ConfigError, expand
 
@@ -21,6 +22,7 @@ NODE = NodeInfo(
     memory=Fraction(8 * 2**30),
     ephemeral_storage=Fraction(100 * 10**9),
 )
+STANDALONE = ApiObjects(standalone=True)
 
 
 @pytest.mark.parametrize(
@@ -146,7 +148,7 @@ def test_make_env_order_overrides_and_sources() -> None:
         {"name": "OPT", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k", "optional": True}}},
     ]
     p = pod(container={"env": env, "envFrom": [{"configMapRef": {"name": "x", "optional": True}}]})
-    made = envvars.make_env(p, p.containers[0], NODE, ("10.88.0.7",))
+    made = envvars.make_env(p, p.containers[0], NODE, STANDALONE, ("10.88.0.7",)).values
     assert made == [("A", "11"), ("B", "1-$(C)"), ("C", "3"), ("NAME", "web"), ("EMPTY", "")]
 
 
@@ -160,7 +162,7 @@ def test_value_from_is_not_expanded() -> None:
         }
     )
     p = parse_pod({**p.raw, "metadata": {**p.raw["metadata"], "labels": {"t": "$(X)"}}})
-    assert dict(envvars.make_env(p, p.containers[0], NODE))["L"] == "$(X)"
+    assert dict(envvars.make_env(p, p.containers[0], NODE, STANDALONE).values)["L"] == "$(X)"
 
 
 @pytest.mark.parametrize(
@@ -197,7 +199,7 @@ def test_value_from_is_not_expanded() -> None:
 def test_make_env_errors(container: dict[str, Any], message: str) -> None:
     p = pod(container=container)
     with pytest.raises(ConfigError) as error:
-        envvars.make_env(p, p.containers[0], NODE)
+        envvars.make_env(p, p.containers[0], NODE, STANDALONE)
     assert str(error.value) == message
 
 
@@ -263,6 +265,8 @@ def test_command_and_args_expansion() -> None:
             "spec.containers[0].env[0].valueFrom.configMapKeyRef.key: required value",
         ),
         ([{"name": "1X"}], "spec.containers[0].env[0].name"),
+        ([{"name": ".."}], "spec.containers[0].env[0].name"),
+        ([{"name": "..x"}], "spec.containers[0].env[0].name"),
     ],
 )
 def test_env_validation_names_the_field(env: list[dict[str, Any]], field: str) -> None:

@@ -14,10 +14,13 @@ from typing import Any
 import pytest
 from pkletd.ipc.apimodel.podspec import InvalidPod, parse_pod
 from pkletd.supervisor.pods.nodeinfo import NodeInfo
+from pkletd.supervisor.pods.objects import ApiObjects
 from pkletd.supervisor.pods.setup import atomicwriter, volumes
 from pkletd.supervisor.pods.setup.atomicwriter import FileProjection, PayloadError
 from pkletd.supervisor.pods.setup.envvars import ConfigError
 from pkletd.supervisor.pods.setup.volumes import PodVolumes, SetupFailure, check_host_path
+
+STANDALONE = ApiObjects(standalone=True)
 
 
 @pytest.fixture
@@ -223,7 +226,7 @@ def sub_path_pod(mount: dict[str, Any], env: list[dict[str, Any]] | None = None)
 
 
 def test_sub_path_created_and_confined(tmp_path: Path) -> None:
-    vols = PodVolumes(NodeInfo("n", (), tmp_path))
+    vols = PodVolumes(NodeInfo("n", (), tmp_path), STANDALONE)
     pod = sub_path_pod({"subPath": "a/b"})
     vols.setup(pod)
     (mount,) = vols.mounts(pod, pod.containers[0], [])
@@ -239,7 +242,7 @@ def test_sub_path_created_and_confined(tmp_path: Path) -> None:
 
 
 def test_sub_path_expr(tmp_path: Path) -> None:
-    vols = PodVolumes(NodeInfo("n", (), tmp_path))
+    vols = PodVolumes(NodeInfo("n", (), tmp_path), STANDALONE)
     pod = sub_path_pod({"subPathExpr": "logs/$(POD)"})
     vols.setup(pod)
     (mount,) = vols.mounts(pod, pod.containers[0], [("POD", "web-1")])
@@ -249,7 +252,7 @@ def test_sub_path_expr(tmp_path: Path) -> None:
 
 
 def test_teardown_removes_the_pod_dir(tmp_path: Path) -> None:
-    vols = PodVolumes(NodeInfo("n", (), tmp_path))
+    vols = PodVolumes(NodeInfo("n", (), tmp_path), STANDALONE)
     pod = sub_path_pod({})
     vols.setup(pod)
     assert (tmp_path / "pods" / "uid-1").is_dir()
@@ -377,6 +380,39 @@ def spec_with(volumes_: list[dict[str, Any]], mounts: list[dict[str, Any]]) -> d
             "spec.volumes[0].projected.sources[1]: invalid value 'x': conflicting duplicate",
         ),
         (
+            [{"name": "a", "projected": {"sources": [{"serviceAccountToken": {}}]}}],
+            [],
+            "spec.volumes[0].projected.sources[0].serviceAccountToken.path: required value",
+        ),
+        (
+            [
+                {
+                    "name": "a",
+                    "projected": {
+                        "sources": [
+                            {"serviceAccountToken": {"path": "t", "expirationSeconds": 599}}
+                        ]
+                    },
+                }
+            ],
+            [],
+            "expirationSeconds: invalid value 599: may not specify a duration less than 10 min",
+        ),
+        (
+            [
+                {
+                    "name": "a",
+                    "projected": {
+                        "sources": [
+                            {"serviceAccountToken": {"path": "t", "expirationSeconds": 2**32 + 1}}
+                        ]
+                    },
+                }
+            ],
+            [],
+            "may not specify a duration larger than 2^32 seconds",
+        ),
+        (
             [{"name": "a", "emptyDir": {}}],
             [{"name": "b", "mountPath": "/b"}],
             "spec.containers[0].volumeMounts[0].name: not found: 'b'",
@@ -435,9 +471,45 @@ def test_mounts_of_written_volumes_are_read_only(tmp_path: Path) -> None:
     raw["metadata"]["uid"] = "u"
     pod = parse_pod(raw)
     # The host path is not under the root dir: nothing is made rshared.
-    found = PodVolumes(NodeInfo("n", (), tmp_path / "root")).mounts(pod, pod.containers[0], [])
+    found = PodVolumes(NodeInfo("n", (), tmp_path / "root"), STANDALONE).mounts(
+        pod, pod.containers[0], []
+    )
     assert [(m.container_path, m.readonly, m.propagation) for m in found] == [
         ("/d", True, "private"),
         ("/h", False, "host-to-container"),
     ]
     assert found[1].host_path == str(tmp_path / "host")
+
+
+def test_token_and_object_projections_parse() -> None:
+    sources = [
+        {
+            "serviceAccountToken": {
+                "path": "vault/token",
+                "audience": "vault",
+                "expirationSeconds": 600,
+            }
+        },
+        {"serviceAccountToken": {"path": "token"}},
+        {
+            "secret": {
+                "name": "s",
+                "items": [{"key": "k", "path": "p", "mode": 0o400}],
+                "optional": True,
+            }
+        },
+    ]
+    pod = parse_pod(spec_with([{"name": "a", "projected": {"sources": sources}}], []))
+    vault, default, secret = pod.volumes[0].projections
+    assert (vault.items[0].path, vault.audience, vault.expiration_seconds) == (
+        "vault/token",
+        "vault",
+        600,
+    )
+    assert (default.items[0].path, default.audience, default.expiration_seconds) == (
+        "token",
+        "",
+        3600,
+    )
+    assert (secret.name, secret.optional) == ("s", True)
+    assert [(i.key, i.path, i.mode) for i in secret.items] == [("k", "p", 0o400)]
