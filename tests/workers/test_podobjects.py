@@ -6,26 +6,40 @@ what the API holds and the server's open watches and request log."""
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import select
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import zmq
 from pkletd.ipc import kubeapi
-from pkletd.ipc.apimodel.references import ObjectKind
+from pkletd.ipc.apimodel.references import ObjectKey, ObjectKind
+from pkletd.ipc.bus import ParentBus
 from pkletd.ipc.messages import (
+    Hello,
     Message,
     ObjectFetched,
     PodForgotten,
     PodStatusUpdated,
     ServicesListed,
     Snapshot,
+    SnapshotRequest,
     TokenIssued,
 )
 from pkletd.workers.podobjects import Options, PodObjects, Strategy, build
 from pkletd.workers.podobjects.calls import ApiCalls
+from pkletd.workers.podobjects.nodettl import TTL_ANNOTATION, object_ttl
+from pkletd.workers.podobjects.reading import MAX_DATA_BYTES, reading
+from pkletd.workers.podobjects.services import summary
+from pkletd.workers.podobjects.tokens import Issued, refresh_at, requires_refresh
 
 from tests.e2e import wait_for
 from tests.harness.apiserver import ApiServer, Attributes, Decision
@@ -348,3 +362,275 @@ def test_cache_reads_again_when_another_pod_references_the_object(
     agent.worker.on_broadcast(PodStatusUpdated(pod(kube, "second", volumes=ref)))
     agent.wait_object("conf", lambda m: m.strings == {"key": "two"})
     assert gets(apiserver, "conf") == 2
+
+
+# --- service account tokens ----------------------------------------------------------
+
+
+def token_volume(*sources: Obj) -> Obj:
+    return {"projected": {"sources": [{"serviceAccountToken": s} for s in sources]}}
+
+
+def claims(token: str) -> Obj:
+    payload = token.split(".")[1]
+    return dict(json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))))
+
+
+def test_tokens_are_bound_to_the_pod_and_refreshed_at_80_percent(
+    agents: Callable[..., Agent], kube: Kube, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    now = [time.time()]
+    agent = agents(clock=lambda: now[0])
+    sources = ({"audience": "vault", "expirationSeconds": 600, "path": "t"}, {"path": "api"})
+    web = pod(kube, "web", volumes=volumes(token_volume(*sources)))
+    agent.start(web)
+    agent.run_until(lambda: len(agent.tokens()) == 2, "two tokens")
+    by_audience = {t.audience: t for t in agent.tokens()}
+    vault, api = by_audience["vault"], by_audience[""]
+    assert (vault.expiration_seconds, api.expiration_seconds) == (600, 3600)
+    assert not vault.error and vault.expires_at == pytest.approx(now[0] + 600, abs=5)
+    assert claims(vault.token)["aud"] == ["vault"]
+    bound = claims(vault.token)["kubernetes.io"]
+    assert bound["pod"] == {"name": "web", "uid": web["metadata"]["uid"]}
+    assert bound["serviceaccount"]["name"] == "default"
+    assert claims(api.token)["aud"] == ["https://kubernetes.default.svc.cluster.local"]
+
+    now[0] += 0.79 * 600  # not yet: 80 % of its lifetime has not passed
+    agent.run_until(lambda: True, "a turn")
+    assert len(agent.tokens()) == 2
+    now[0] += 0.02 * 600
+    agent.run_until(lambda: len(agent.tokens()) == 3, "the vault token refreshed")
+    fresh = agent.tokens()[-1]
+    assert fresh.audience == "vault" and fresh.token != vault.token and not fresh.error
+    for token in (vault.token, api.token, fresh.token):
+        assert token not in caplog.text
+
+
+def test_a_failed_token_request_is_reported_and_retried(
+    agents: Callable[..., Agent], kube: Kube
+) -> None:
+    kube.core.create_namespaced_service_account("default", {"metadata": {"name": "robot"}})
+    web = pod(kube, "web", serviceAccountName="robot", volumes=volumes(token_volume({"path": "t"})))
+    kube.core.delete_namespaced_service_account("robot", "default")
+    agent = agents()
+    agent.start(web)
+    failed = agent.run_until(lambda: agent.tokens(), "the token's answer")[-1]
+    assert (failed.token, failed.error) == ("", 'serviceaccounts "robot" not found')
+    kube.core.create_namespaced_service_account("default", {"metadata": {"name": "robot"}})
+    agent.run_until(lambda: agent.tokens()[-1].token, "the token after the back-off")
+
+
+# --- Services ----------------------------------------------------------------------------
+
+
+def service(kube: Kube, name: str, namespace: str, cluster_ip: str = "", port: int = 80) -> None:
+    spec: Obj = {"ports": [{"name": "web", "port": port}]}
+    if cluster_ip:
+        spec["clusterIP"] = cluster_ip
+    kube.core.create_namespaced_service(namespace, {"metadata": {"name": name}, "spec": spec})
+
+
+def test_services_are_sent_for_the_pods_namespaces_and_default(
+    agents: Callable[..., Agent], kube: Kube
+) -> None:
+    for namespace in ("shop", "elsewhere"):
+        kube.core.create_namespace({"metadata": {"name": namespace}})
+    service(kube, "cart", "shop", port=8080)
+    service(kube, "peers", "shop", cluster_ip="None")  # headless: no variables
+    service(kube, "hidden", "elsewhere")
+    agent = agents()
+    agent.start(pod(kube, "web", "shop"))
+    agent.run_until(lambda: agent.services("shop") and agent.services("default"), "both")
+    (shop,) = agent.services("shop")
+    assert [s["name"] for s in shop.services] == ["cart"]
+    cart = shop.services[0]
+    assert cart["clusterIP"] and cart["ports"] == [{"name": "web", "port": 8080, "protocol": "TCP"}]
+    (default,) = agent.services("default")
+    assert default.services == [
+        {
+            "name": "kubernetes",
+            "clusterIP": "10.96.0.1",
+            "ports": [{"name": "https", "port": 443, "protocol": "TCP"}],
+        }
+    ]
+    assert not agent.services("elsewhere")
+
+    service(kube, "noise", "elsewhere")
+    service(kube, "search", "shop")
+    agent.run_until(lambda: len(agent.services("shop")) == 2, "the shop's new service")
+    assert [s["name"] for s in agent.services("shop")[-1].services] == ["cart", "search"]
+    assert len(agent.services("default")) == 1 and not agent.services("elsewhere")
+
+
+# --- the rules, on their own ---------------------------------------------------------------
+
+
+def test_refresh_decision_follows_the_token_manager() -> None:
+    hour = Issued("t", expires_at=10_000.0 + 3600, lifetime=3600)
+    assert refresh_at(hour) == 10_000.0 + 0.8 * 3600
+    assert not requires_refresh(hour, 10_000.0 + 0.8 * 3600 - 1)
+    assert requires_refresh(hour, 10_000.0 + 0.8 * 3600)
+    assert requires_refresh(hour, 10_000.0 - 1)  # issued in the future: the clock went back
+    year = Issued("t", expires_at=10_000.0 + 365 * 86400, lifetime=365 * 86400)
+    assert refresh_at(year) == 10_000.0 + 86400  # a day old at most
+    assert not requires_refresh(year, 10_000.0 + 86399)
+    assert requires_refresh(year, 10_000.0 + 86400)
+
+
+def test_a_reading_decodes_and_refuses_what_is_too_large() -> None:
+    key = ObjectKey(ObjectKind.SECRET, "default", "big")
+    small = {"metadata": {"resourceVersion": "7"}, "type": "kubernetes.io/tls"}
+    small["data"] = {"tls.key": base64.b64encode(b"k").decode()}
+    read = reading(key, small)
+    assert (read.data, read.secret_type, read.resource_version) == (
+        {"tls.key": b"k"},
+        "kubernetes.io/tls",
+        "7",
+    )
+    large = {"data": {"blob": base64.b64encode(b"x" * MAX_DATA_BYTES).decode()}}
+    refused = reading(key, large)
+    assert refused.error == (
+        f'secret "big" is too large: {MAX_DATA_BYTES + 4} bytes of data, '
+        f"pkletd takes at most {MAX_DATA_BYTES}"
+    )
+    assert not refused.missing and not refused.data
+    bad = reading(key, {"data": {"k": "not base64!"}})
+    assert bad.error == 'secret "big" has data that is not valid base64'
+    assert reading(key, None).error == 'secret "big" not found'
+
+
+def test_object_ttl_and_service_summaries() -> None:
+    assert object_ttl({"metadata": {"annotations": {TTL_ANNOTATION: "15"}}}) == 15.0
+    assert object_ttl({"metadata": {"annotations": {TTL_ANNOTATION: "soon"}}}) is None
+    assert object_ttl({"metadata": {}}) is None
+    assert summary({"metadata": {"name": "db"}, "spec": {"clusterIP": "None"}}) is None
+    assert summary({"metadata": {"name": "db"}, "spec": {"clusterIP": ""}}) is None
+    found = summary(
+        {
+            "metadata": {"name": "db"},
+            "spec": {"clusterIP": "10.0.0.5", "ports": [{"port": 5432}], "type": "ClusterIP"},
+        }
+    )
+    assert found == {
+        "name": "db",
+        "clusterIP": "10.0.0.5",
+        "ports": [{"name": "", "port": 5432, "protocol": "TCP"}],
+    }
+
+
+# --- the worker process --------------------------------------------------------------------
+
+CHILD = """
+import logging, sys
+from pathlib import Path
+from pkletd.workers.lifecycle import WorkerSettings
+from pkletd.workers.podobjects import Options, main
+logging.basicConfig(level=logging.DEBUG, format="%(name)s %(message)s")
+run_dir, kubeconfig = sys.argv[1:3]
+sys.exit(main(WorkerSettings("pod-objects", Path(run_dir), 0.2), kubeconfig, Options("testnode")))
+"""
+
+
+class Parent:
+    """The parent's side of the bus: answers each Hello with a snapshot of ``pods``."""
+
+    def __init__(self, run_dir: Path, pods: list[Obj]) -> None:
+        self.bus = ParentBus(run_dir)
+        self.pods = pods
+        self.heard: list[Message] = []
+
+    def pump(self, probe: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:
+        deadline = time.monotonic() + timeout
+        poller = zmq.Poller()
+        poller.register(self.bus.router, zmq.POLLIN)
+        while not probe():
+            assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
+            if poller.poll(50):
+                self._take()
+        return probe()
+
+    def _take(self) -> None:
+        while True:
+            try:
+                identity, envelope = self.bus.receive()
+            except zmq.Again:
+                return
+            self.heard.append(envelope.message)
+            if isinstance(envelope.message, Hello | SnapshotRequest):
+                self.bus.reply(identity, Snapshot(seq=self.bus.seq, pods=self.pods, containers={}))
+
+    def since(self, start: int) -> list[Message]:
+        return self.heard[start:]
+
+    def close(self) -> None:
+        self.bus.close()
+
+
+def everything(messages: list[Message]) -> dict[str, Message] | None:
+    """The worker's word on the pod's secret, ConfigMap, token and default Services, once
+    it has said it all."""
+    found: dict[str, Message] = {}
+    for m in messages:
+        if isinstance(m, ObjectFetched):
+            found[m.name] = m
+        elif isinstance(m, TokenIssued) and m.token:
+            found["token"] = m
+        elif isinstance(m, ServicesListed):
+            found[f"services/{m.namespace}"] = m
+    return found if len(found) == 4 else None
+
+
+def test_a_killed_worker_process_sends_everything_again(
+    apiserver: ApiServer, kube: Kube, tmp_path: Path
+) -> None:
+    config_map(kube, "conf")
+    secret = base64.b64encode(SECRET_VALUE.encode()).decode()
+    kube.core.create_namespaced_secret(
+        "default", {"metadata": {"name": "creds"}, "data": {"pw": secret}}
+    )
+    refs = volumes(
+        {"configMap": {"name": "conf"}},
+        {"secret": {"secretName": "creds"}},
+        token_volume({"path": "t"}),
+    )
+    web = pod(kube, "web", volumes=refs)
+    kubeconfig = apiserver.kubeconfig(user=NODE_USER, groups=["system:nodes"])
+    run_dir = Path(tempfile.mkdtemp(prefix="po-", dir="/tmp"))  # ipc:// paths stay short
+    parent = Parent(run_dir, [web])
+    children: list[subprocess.Popen[bytes]] = []
+
+    def spawn() -> None:
+        with open(tmp_path / f"worker-{len(children)}.log", "wb") as log:
+            children.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", CHILD, str(run_dir), str(kubeconfig)],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+
+    try:
+        spawn()
+        first = parent.pump(lambda: everything(parent.heard), "everything sent")
+        children[0].kill()  # SIGKILL: no goodbye
+        children[0].wait()
+        start = len(parent.heard)
+        spawn()
+        again = parent.pump(lambda: everything(parent.since(start)), "everything sent again")
+        assert sum(isinstance(m, Hello) for m in parent.since(start)) == 1
+        for name in ("conf", "creds", "services/default"):
+            assert again[name] == first[name]
+        assert isinstance(again["token"], TokenIssued) and again["token"].token
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.terminate()
+            child.wait()
+        parent.close()
+        shutil.rmtree(run_dir, ignore_errors=True)
+    logs = b"".join((tmp_path / f"worker-{i}.log").read_bytes() for i in range(len(children)))
+    assert b"object read kind=Secret namespace=default name=creds" in logs
+    for token in (first["token"], again["token"]):
+        assert isinstance(token, TokenIssued) and token.token.encode() not in logs
+    assert SECRET_VALUE.encode() not in logs and secret.encode() not in logs

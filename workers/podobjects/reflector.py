@@ -88,7 +88,7 @@ class Reflector:
         self.tag = tag  # what the loop files the results under
         self._list_call = list_call
         self._inbox = inbox
-        self._selector = field_selector
+        self._selector = {"field_selector": field_selector} if field_selector else {}
         self._final = final
         self._stopped = threading.Event()
         self._lock = threading.Lock()
@@ -131,7 +131,7 @@ class Reflector:
 
     def _list(self) -> str:
         response = self._list_call(
-            field_selector=self._selector,
+            **self._selector,
             _preload_content=False,
             _request_timeout=kubeapi.REQUEST_TIMEOUT_S,
         )
@@ -149,7 +149,7 @@ class Reflector:
         """Follow changes from ``version`` until the server ends the watch; the last one."""
         timeout = int(WATCH_MIN_S * (1 + random.random()))
         response = self._list_call(
-            field_selector=self._selector,
+            **self._selector,
             watch=True,
             resource_version=version,
             allow_watch_bookmarks=True,

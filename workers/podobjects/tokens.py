@@ -60,6 +60,7 @@ def requires_refresh(issued: Issued, now: float) -> bool:
 class TokenState:
     issued: Issued | None = None
     retry: Retry = field(default_factory=Retry)
+    error: str = ""  # the last request's failure, "" once one succeeds
 
 
 Request = Callable[[TokenKey], Issued]
@@ -126,8 +127,8 @@ class Tokens:
         return done
 
     def _issued(self, key: TokenKey, state: TokenState, issued: Issued) -> None:
-        first = state.issued is None
-        state.issued = issued
+        first = state.issued is None or state.error
+        state.issued, state.error = issued, ""
         state.retry.succeeded()
         (log.info if first else log.debug)(
             "token issued pod=%s/%s service_account=%s audience=%s expires_at=%.0f",
@@ -142,15 +143,16 @@ class Tokens:
     def _failed(self, key: TokenKey, state: TokenState, exc: Exception) -> None:
         state.retry.failed(time.monotonic())
         error = api_message(exc)
-        log.warning(
-            "token request failed pod=%s/%s service_account=%s audience=%s error=%s retry_s=%.1f",
-            key.namespace,
-            key.pod_name,
-            key.service_account,
-            key.audience or "-",
-            error,
-            state.retry.delay,
-        )
+        if error != state.error:
+            log.warning(
+                "token request failed pod=%s/%s service_account=%s audience=%s error=%s",
+                key.namespace,
+                key.pod_name,
+                key.service_account,
+                key.audience or "-",
+                error,
+            )
+        state.error = error
         if state.issued is None or self._clock() >= state.issued.expires_at:
             self._report(key, _message(key, error=error))
 
