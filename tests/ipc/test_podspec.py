@@ -90,6 +90,8 @@ BAD = [
     (with_container(env=[{"name": "1X"}]), "spec.containers[0].env[0].name"),
     (with_container(imagePullPolicy="Sometimes"), "spec.containers[0].imagePullPolicy"),
     ({**manifest(), "kind": "Deployment"}, "kind: must be Pod"),
+    (manifest(imagePullSecrets="regcred"), "spec.imagePullSecrets: must be a list"),
+    (manifest(imagePullSecrets=[{"name": 7}]), "spec.imagePullSecrets[0].name: must be a string"),
     (["not", "a", "pod"], "pod: must be a mapping"),
 ]
 
@@ -118,6 +120,12 @@ def test_default_pull_policy(image: str, policy: str) -> None:
 
 def container_hash(pod: dict[str, Any]) -> str:
     return parse_pod(pod).containers[0].hash
+
+
+def test_image_pull_secrets_in_order_without_unnamed_entries() -> None:
+    secrets = [{"name": "b"}, {}, {"name": ""}, {"name": "a"}]
+    assert parse_pod(manifest(imagePullSecrets=secrets)).image_pull_secrets == ("b", "a")
+    assert parse_pod(manifest()).image_pull_secrets == ()
 
 
 def test_container_hash_is_stable_and_follows_the_spec() -> None:
