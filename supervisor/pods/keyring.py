@@ -63,11 +63,8 @@ class Keyring:
         for entry in entries:
             key = _key(entry.location)
             if key is None:
-                log.warning(
-                    "pull secret entry ignored secret=%s registry=%r why=not a valid URL",
-                    secret,
-                    entry.location,
-                )
+                # the location itself stays out of the log: it might carry userinfo
+                log.warning("pull secret entry ignored secret=%s why=registry not a URL", secret)
                 continue
             credential = Credential(entry.username, entry.password, secret, key)
             self._by_key.setdefault(key, []).append(credential)
