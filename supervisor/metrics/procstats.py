@@ -21,11 +21,11 @@ class ProcessStats:
     pss_bytes: int
 
 
-def read(pid: int, proc: Path = PROC) -> ProcessStats | None:
+def read(pid: int) -> ProcessStats | None:
     """The process's stats; None if it is gone (or its files cannot be read)."""
     try:
-        stat = (proc / str(pid) / "stat").read_text()
-        rollup = (proc / str(pid) / "smaps_rollup").read_text()
+        stat = (PROC / str(pid) / "stat").read_text()
+        rollup = (PROC / str(pid) / "smaps_rollup").read_text()
     except OSError:
         return None
     # After "(comm)", which may hold spaces, the fields go on from the state (the 3rd):

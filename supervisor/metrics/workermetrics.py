@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 
 from pkletd.ipc.messages import MetricFamily, MetricType
 from pkletd.ipc.metricfamily import Labels, family
@@ -21,9 +20,7 @@ from pkletd.supervisor.children import Children, State
 from pkletd.supervisor.metrics import procstats
 
 
-def worker_families(
-    children: Children, others: Mapping[str, int], proc: Path = procstats.PROC
-) -> list[MetricFamily]:
+def worker_families(children: Children, others: Mapping[str, int]) -> list[MetricFamily]:
     """The workers' families; ``others`` names the pids of the processes that are not
     workers (the supervisor, the fork server)."""
     workers = list(children.workers.values())
@@ -33,7 +30,7 @@ def worker_families(
         if w.last_exit_code is not None
     }
     pids = {**others, **{w.name: w.pid for w in workers if w.pid}}
-    stats = {name: s for name, pid in pids.items() if (s := procstats.read(pid, proc)) is not None}
+    stats = {name: s for name, pid in pids.items() if (s := procstats.read(pid)) is not None}
     return [
         family(
             "pkletd_worker_up",

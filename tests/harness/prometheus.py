@@ -4,13 +4,14 @@ Debian's ``prometheus`` (2.42, with ``promtool``). ``Prometheus(dir, target, tok
 scrapes ``https://<target>`` every second with a bearer token (the server's certificate
 is not checked: a node's is self-signed), one job per path of ``PATHS``; its config,
 TSDB and log live in ``dir``. ``query`` asks its HTTP API for an instant vector.
-``promtool_problems`` is what ``promtool check metrics`` says of an exposition text
-("" when it passes).
+``scrape`` reads one path as such a job does; ``promtool_problems`` is what ``promtool
+check metrics`` says of an exposition text ("" when it passes).
 """
 
 from __future__ import annotations
 
 import json
+import ssl
 import subprocess
 import urllib.parse
 import urllib.request
@@ -105,6 +106,18 @@ class Prometheus:
             self._proc.kill()
             self._proc.wait()
         self._proc = None
+
+
+def scrape(target: str, path: str, token: str) -> str:
+    """``https://<target><path>`` as a job of ``Prometheus`` reads it."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    request = urllib.request.Request(
+        f"https://{target}{path}", headers={"Authorization": f"Bearer {token}"}
+    )
+    with urllib.request.urlopen(request, timeout=10, context=context) as reply:
+        return str(reply.read().decode())
 
 
 def promtool_problems(text: str) -> str:
