@@ -12,6 +12,7 @@ import dataclasses
 import enum
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any, NewType, TypeVar
 
@@ -68,6 +69,12 @@ class CriError(RuntimeError):
         ...``), which its pull messages quote; an Unknown one is its description alone."""
         if self.code == "UNKNOWN":
             return self.detail
+        return self.status_text
+
+    @property
+    def status_text(self) -> str:
+        """The error as Go's gRPC status prints it, whatever its code: what the kubelet's
+        streaming endpoints answer with."""
         code = "".join(word.capitalize() for word in self.code.split("_"))
         return f"rpc error: code = {code} desc = {self.detail}"
 
@@ -173,6 +180,9 @@ class ContainerSpec:
     mounts: tuple[MountSpec, ...] = ()
     security: ContainerSecuritySpec | None = None
     resources: ContainerResources | None = None
+    stdin: bool = False
+    stdin_once: bool = False
+    tty: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,6 +294,16 @@ class ExecResult:
     exit_code: int
     stdout: bytes
     stderr: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class StreamFlags:
+    """Which streams an exec or attach session carries, and whether it is a terminal."""
+
+    stdin: bool
+    stdout: bool
+    stderr: bool
+    tty: bool
 
 
 class CriRuntime:
@@ -407,6 +427,62 @@ class CriRuntime:
         )
         return ExecResult(reply.exit_code, bytes(reply.stdout), bytes(reply.stderr))
 
+    # --- streaming (the kubelet API's /exec, /attach, /portForward and /run) --------------
+
+    def exec_url(self, container_id: str, command: tuple[str, ...], flags: StreamFlags) -> str:
+        """Where the runtime's streaming server serves this exec session (CRI Exec)."""
+        request = pb.ExecRequest(
+            container_id=container_id,
+            cmd=list(command),
+            tty=flags.tty,
+            stdin=flags.stdin,
+            stdout=flags.stdout,
+            stderr=flags.stderr,
+        )
+        target = f"container={container_id}"
+        return _stream_url("Exec", target, self._call(self._runtime, "Exec", request, target))
+
+    def attach_url(self, container_id: str, flags: StreamFlags) -> str:
+        """Where the runtime serves an attach to the container's own process (CRI Attach)."""
+        request = pb.AttachRequest(
+            container_id=container_id,
+            tty=flags.tty,
+            stdin=flags.stdin,
+            stdout=flags.stdout,
+            stderr=flags.stderr,
+        )
+        target = f"container={container_id}"
+        return _stream_url("Attach", target, self._call(self._runtime, "Attach", request, target))
+
+    def port_forward_url(self, sandbox_id: SandboxID, ports: tuple[int, ...]) -> str:
+        """Where the runtime forwards connections into the sandbox (CRI PortForward)."""
+        request = pb.PortForwardRequest(pod_sandbox_id=sandbox_id, port=list(ports))
+        target = f"sandbox={sandbox_id}"
+        reply = self._call(self._runtime, "PortForward", request, target)
+        return _stream_url("PortForward", target, reply)
+
+    def run_in_container(self, container_id: str, command: tuple[str, ...]) -> Future[ExecResult]:
+        """ExecSync with no time limit, as the kubelet's ``/run`` makes it: the result comes
+        on gRPC's own thread, and cancelling the future cancels the call (its client left)."""
+        request = pb.ExecSyncRequest(container_id=container_id, cmd=list(command), timeout=0)
+        call = self._runtime.ExecSync.future(request)
+        target = f"container={container_id}"
+        result: Future[ExecResult] = Future()
+
+        def finished(done: Any) -> None:
+            try:
+                reply = done.result()
+            except grpc.FutureCancelledError:
+                return
+            except grpc.RpcError as exc:
+                _settle(result, CriError("ExecSync", target, exc.code().name, exc.details() or ""))
+                return
+            _settle(result, ExecResult(reply.exit_code, bytes(reply.stdout), bytes(reply.stderr)))
+
+        result.add_done_callback(lambda f: call.cancel() if f.cancelled() else None)
+        call.add_done_callback(finished)
+        return result
+
     def container_log_path(self, container_id: str) -> str:
         """The file the runtime writes the container's output to (ContainerStatus log_path)."""
         request = pb.ContainerStatusRequest(container_id=container_id)
@@ -473,6 +549,23 @@ class CriRuntime:
     def remove_container(self, container_id: ContainerID) -> None:
         request = pb.RemoveContainerRequest(container_id=container_id)
         self._call(self._runtime, "RemoveContainer", request, f"container={container_id}")
+
+
+def _stream_url(method: str, target: str, reply: Any) -> str:
+    if not reply.url:
+        raise CriError(method, target, "UNKNOWN", "URL is not set")
+    return str(reply.url)
+
+
+def _settle(future: Future[T], outcome: T | CriError) -> None:
+    """Complete ``future`` unless it was cancelled meanwhile (on another thread)."""
+    try:
+        if isinstance(outcome, CriError):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+    except InvalidStateError:
+        pass
 
 
 def _fs_usage(u: Any) -> FilesystemUsage:
@@ -641,6 +734,9 @@ def _container_config(spec: ContainerSpec, host_network: bool = False) -> Any:
             for m in spec.mounts
         ],
         linux=_container_linux(spec.security, host_network),
+        stdin=spec.stdin,
+        stdin_once=spec.stdin_once,
+        tty=spec.tty,
     )
     if spec.resources is not None:
         config.linux.resources.CopyFrom(_container_resources(spec.resources))

@@ -76,6 +76,7 @@ class KubeletConfig:
     sync_frequency: float
     container_runtime_endpoint: str
     runtime_request_timeout: float
+    streaming_connection_idle_timeout: float
     pod_logs_dir: str
     read_only_port: int
     healthz_port: int
@@ -466,6 +467,10 @@ _FIELDS: tuple[_Field, ...] = (
            "CRI endpoint of the container runtime"),
     _Field("runtimeRequestTimeout", "runtime_request_timeout", _duration, 120.0,
            "--runtime-request-timeout", "timeout for CRI requests other than long-running ones"),
+    _Field("streamingConnectionIdleTimeout", "streaming_connection_idle_timeout", _duration,
+           4 * 3600.0, "--streaming-connection-idle-timeout",
+           "how long an exec, attach or port-forward stream may carry nothing before it is "
+           "closed"),
     _Field("podLogsDir", "pod_logs_dir", _absolute_path, "/var/log/pods", None, ""),
     _Field("readOnlyPort", "read_only_port", _port, 0, "--read-only-port",
            "unauthenticated read-only port; 0 disables it"),

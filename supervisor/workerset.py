@@ -170,5 +170,6 @@ def http_options(config: KubeletConfig) -> http.HttpOptions:
         root_dir=config.root_dir,
         runtime_endpoint=config.container_runtime_endpoint,
         runtime_timeout=config.runtime_request_timeout,
+        streaming_idle_timeout=config.streaming_connection_idle_timeout,
         configz=v1beta1(config),
     )

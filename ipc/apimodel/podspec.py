@@ -67,6 +67,9 @@ class Container:
     volume_mounts: tuple[VolumeMount, ...] = ()
     security: ContainerSecurity | None = None
     resources: Resources = resourcespec.NONE
+    stdin: bool = False  # the container's stdin stays open (for attach)
+    stdin_once: bool = False  # ... until the first attach closes it
+    tty: bool = False
 
     @property
     def sidecar(self) -> bool:
@@ -254,6 +257,9 @@ def _container(value: Any, path: str, init: bool = False) -> Container:
         hash=container_hash(c),
         probes=_probes(c, path),
         restart_policy=_container_restart_policy(c.get("restartPolicy"), path, init),
+        stdin=_bool(c.get("stdin", False), f"{path}.stdin"),
+        stdin_once=_bool(c.get("stdinOnce", False), f"{path}.stdinOnce"),
+        tty=_bool(c.get("tty", False), f"{path}.tty"),
         **_hooks(c, path),
     )
 

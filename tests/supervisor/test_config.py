@@ -59,6 +59,7 @@ def test_defaults_without_a_file() -> None:
         sync_frequency=60.0,
         container_runtime_endpoint="unix:///run/containerd/containerd.sock",
         runtime_request_timeout=120.0,
+        streaming_connection_idle_timeout=4 * 3600.0,
         pod_logs_dir="/var/log/pods",
         read_only_port=0,
         healthz_port=10248,

@@ -1,6 +1,8 @@
 """An http worker served in the test process (no bus, no parent): its kubelet API on a free
 port with TLS and the test PKI's CA as client CA, a read-only port, and a fake reviewer;
-and a small HTTPS client that can show a client certificate or a bearer token."""
+and a small HTTPS client that can show a client certificate or a bearer token. For a real
+pkletd: ``join`` makes it a node of the test API server, ``kubelet_get`` and
+``kubelet_request`` ask its kubelet API directly."""
 
 from __future__ import annotations
 
@@ -26,7 +28,8 @@ from pkletd.workers.http import (
 from pkletd.workers.http.reviews import FakeReviewer, Reviewer
 from pkletd.workers.http.server import Limits
 
-from tests.e2e import wait_for
+from tests.e2e import Pkletd, wait_for
+from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.certs import Pki
 
 NODE = "node-a"
@@ -138,3 +141,46 @@ def serve(
         yield Served(worker, pki, port, plain, reviewer)
     finally:
         worker.close()
+
+
+def join(pkletd: Pkletd, apiserver: ApiServer) -> Pkletd:
+    """pkletd as a node whose kubelet API trusts the cluster CA (so the API server's
+    kubelet-client certificate, and ours, get in) and is found at 127.0.0.1:<port>."""
+    pkletd.write_config(authentication={"x509": {"clientCAFile": str(apiserver.ca_path)}})
+    pkletd.extra_args += ["--node-ip", "127.0.0.1"]
+    return pkletd.join_cluster(apiserver).start()
+
+
+def kubelet_request(
+    pkletd: Pkletd,
+    apiserver: ApiServer,
+    method: str,
+    path: str,
+    user: str = "",
+    token: str = "",
+    headers: dict[str, str] | None = None,
+) -> Reply:
+    """One request to a real pkletd's kubelet API, as ``user`` (a client certificate of
+    the cluster CA, group ``ops``) or with a bearer ``token``, or neither."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    if user:
+        context.load_cert_chain(*(str(p) for p in apiserver.client_cert(user, ["ops"])))
+    connection = http.client.HTTPSConnection("127.0.0.1", pkletd.port, timeout=10, context=context)
+    sent = dict(headers or {})
+    if token:
+        sent["Authorization"] = f"Bearer {token}"
+    try:
+        connection.request(method, path, headers=sent)
+        response = connection.getresponse()
+        return Reply(response.status, response.read(), dict(response.getheaders()))
+    finally:
+        connection.close()
+
+
+def kubelet_get(
+    pkletd: Pkletd, apiserver: ApiServer, path: str, user: str = "", token: str = ""
+) -> tuple[int, str]:
+    reply = kubelet_request(pkletd, apiserver, "GET", path, user, token)
+    return reply.status, reply.text

@@ -6,10 +6,8 @@ leave every worker running."""
 from __future__ import annotations
 
 import datetime as dt
-import http.client
 import json
 import socket
-import ssl
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ import pytest
 from tests.e2e import BUSYBOX, Pkletd, wait_for
 from tests.harness.apiserver import ApiServer, Decision
 from tests.harness.apiserver.client import Kube
+from tests.workers.kubeletapi_helpers import join, kubelet_get
 
 pytestmark = pytest.mark.slow
 
@@ -52,32 +51,6 @@ def counter_pod(name: str) -> dict[str, Any]:
             ],
         },
     }
-
-
-def join(pkletd: Pkletd, apiserver: ApiServer) -> Pkletd:
-    """pkletd as a node whose kubelet API trusts the cluster CA (so the API server's
-    kubelet-client certificate, and ours, get in) and is found at 127.0.0.1:<port>."""
-    pkletd.write_config(authentication={"x509": {"clientCAFile": str(apiserver.ca_path)}})
-    pkletd.extra_args += ["--node-ip", "127.0.0.1"]
-    return pkletd.join_cluster(apiserver).start()
-
-
-def kubelet_get(
-    pkletd: Pkletd, apiserver: ApiServer, path: str, user: str = "", token: str = ""
-) -> tuple[int, str]:
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    if user:
-        context.load_cert_chain(*(str(p) for p in apiserver.client_cert(user, ["ops"])))
-    connection = http.client.HTTPSConnection("127.0.0.1", pkletd.port, timeout=10, context=context)
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    try:
-        connection.request("GET", path, headers=headers)
-        response = connection.getresponse()
-        return response.status, response.read().decode()
-    finally:
-        connection.close()
 
 
 def test_kubelet_api_authenticates_and_asks_the_api_server(

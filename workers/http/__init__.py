@@ -8,14 +8,17 @@
   authenticated (client certificates, bearer tokens through TokenReviews, anonymous if
   allowed) and authorized (AlwaysAllow, or SubjectAccessReviews on ``nodes/<node>``);
   the above plus ``/runningpods/``, ``/configz``, ``/spec/``,
-  ``/containerLogs/{namespace}/{pod}/{container}`` and ``/logs/``.
+  ``/containerLogs/{namespace}/{pod}/{container}``, ``/logs/``, and the streaming
+  ``/exec``, ``/attach``, ``/portForward`` and ``/run``.
 
 Modules: ``worker`` (the process), ``server`` (aiohttp on one loop in a thread, with the
 connection bounds), ``routes`` (the tables), ``endpoints``, ``containerlogs`` and
 ``crilog`` (container logs), ``nodelogs``, ``machine``, ``probemetrics``; ``authn``,
 ``authz``, ``authfilter``, ``reviews``, ``offload``, ``ttlcache`` (who may ask what);
-``tlscontext`` and ``selfsigned`` (serving TLS); ``upgrade`` (taking a connection over
-for the streaming endpoints); ``view`` (the node's state the handlers read); ``options``.
+``tlscontext`` and ``selfsigned`` (serving TLS); ``streaming``, ``streamoptions``,
+``streamproxy`` and ``upgrade`` (exec, attach, port-forward and run: the request, the
+proxy to the runtime's streaming server, taking the connection over); ``view`` (the
+node's state the handlers read); ``options``.
 """
 
 from pkletd.workers.http.options import (

@@ -70,4 +70,5 @@ class HttpOptions:
     runtime_endpoint: str = ""  # the CRI, for image filesystem and container stats
     runtime_timeout: float = 10.0
     node_log_dir: str = "/var/log"  # what /logs/ serves, as the kubelet's http.Dir
+    streaming_idle_timeout: float = 4 * 3600.0  # exec/attach/portForward; 0: none
     configz: dict[str, Any] = field(default_factory=dict)  # v1beta1 field names

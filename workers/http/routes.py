@@ -21,6 +21,7 @@ from pkletd.workers.http.kubeletmetrics import KubeletMetrics
 from pkletd.workers.http.nodelogs import NodeLogs
 from pkletd.workers.http.options import Api
 from pkletd.workers.http.stats import NodeStats
+from pkletd.workers.http.streaming import Streaming
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ class Handlers:
     container_logs: ContainerLogs
     node_logs: NodeLogs
     stats: NodeStats
+    streaming: Streaming
 
 
 def healthz_routes(h: Handlers) -> list[Route]:
@@ -66,10 +68,29 @@ def read_only_routes(h: Handlers) -> list[Route]:
     ]
 
 
+def streaming_routes(h: Handlers) -> list[Route]:
+    """``/exec``, ``/attach`` and ``/portForward`` (GET or POST, with or without the pod's
+    UID), ``/run`` (POST): the kubelet's streaming endpoints."""
+    both = ("GET", "POST")
+    pod = "{namespace}/{pod}"
+    routes = [
+        Route(f"/portForward/{pod}", h.streaming.port_forward, both),
+        Route(f"/portForward/{pod}/{{uid}}", h.streaming.port_forward, both),
+    ]
+    kinds = (
+        ("exec", h.streaming.exec, both),
+        ("attach", h.streaming.attach, both),
+        ("run", h.streaming.run, ("POST",)),
+    )
+    for kind, handler, methods in kinds:
+        routes.append(Route(f"/{kind}/{pod}/{{container}}", handler, methods))
+        routes.append(Route(f"/{kind}/{pod}/{{uid}}/{{container}}", handler, methods))
+    return routes
+
+
 def kubelet_routes(h: Handlers) -> list[Route]:
-    """The default handlers, plus what the kubelet's enableDebuggingHandlers adds. The
-    streaming ones (``/exec``, ``/attach``, ``/portForward``) belong here too: each takes
-    its connection over with ``upgrade.switch_protocols``."""
+    """The default handlers, plus what the kubelet's enableDebuggingHandlers adds: the
+    streaming ones among them."""
     return [
         *read_only_routes(h),
         Route("/pods/", h.endpoints.pods),
@@ -79,6 +100,7 @@ def kubelet_routes(h: Handlers) -> list[Route]:
         Route("/containerLogs/{namespace}/{pod}/{container}", h.container_logs.handle),
         Route("/logs/", h.node_logs.handle),
         Route("/logs/{path:.*}", h.node_logs.handle),
+        *streaming_routes(h),
     ]
 
 

@@ -2,29 +2,30 @@
 and ``/portForward`` need to proxy the client's raw bytes to and from the runtime's
 streaming server (the kubelet's UpgradeAwareHandler).
 
-aiohttp has no public hijack; this does what its own WebSocketResponse does: send the
-101 through a prepared response, then install a parser that hands every byte the client
-sends to a ``StreamReader`` (``RawConnection.reader``); writes go out unframed. The
-StreamReader pauses the socket when its buffer is full, so memory stays bounded. The
-handler returns ``RawConnection.response`` once both directions are done; aiohttp then
+aiohttp has no public hijack; this does what its own WebSocketResponse does: install a
+parser that hands every byte the client sends to a ``StreamReader``
+(``RawConnection.reader``), then send the 101 through a prepared response; writes go out
+unframed. The StreamReader pauses the socket when its buffer is full, so memory stays
+bounded. The handler returns ``RawConnection.response`` once both directions are done; aiohttp then
 closes the connection. Only this module touches aiohttp's internals (``set_parser``, as
 aiohttp's own WebSocketResponse uses it).
 
 aiohttp's parser treats only ``Upgrade: websocket`` as an upgrade (against request
-smuggling); for any other protocol (``SPDY/3.1``) bytes a client sends before it has
-read the 101 would be parsed as a next request and lost. SPDY and WebSocket clients
-wait for the 101 before they send, so nothing is lost in practice.
+smuggling); for any other protocol (``SPDY/3.1``) bytes a client sent before the switch
+would be parsed as a next request. The parser is installed before the 101 goes out, and
+SPDY clients wait for the 101 before they send, so nothing is lost.
+``streamproxy.proxy_upgrade`` is the user:
 
-    upstream_reader, upstream_writer = await asyncio.open_connection(...)  # the runtime
-    raw = await switch_protocols(request, {"Upgrade": "SPDY/3.1", "Connection": "Upgrade"})
-    await asyncio.gather(pipe(raw.reader, upstream_writer), pipe_to(upstream_reader, raw))
+    raw = await switch_protocols(request, [("Upgrade", "SPDY/3.1"), ("Connection", "Upgrade")])
+    ... raw.reader.read() / await raw.write(data) ...
+    raw.close()
     return raw.response
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from aiohttp import web
 
@@ -58,14 +59,16 @@ class RawConnection:
         self.reader.feed_eof()
 
 
-async def switch_protocols(request: web.Request, headers: Mapping[str, str]) -> RawConnection:
+async def switch_protocols(
+    request: web.Request, headers: Mapping[str, str] | Sequence[tuple[str, str]]
+) -> RawConnection:
     """Answer 101 with ``headers`` (``Upgrade``, ``Connection`` and the protocol's own) and
     return the connection as raw bytes both ways."""
-    response = web.StreamResponse(status=101, headers=headers)
-    response.force_close()
-    await response.prepare(request)
     reader = asyncio.StreamReader(limit=BUFFER_LIMIT)
     if request.transport is not None:
         reader.set_transport(request.transport)
     request.protocol.set_parser(_RawFeeder(reader))  # type: ignore[arg-type]
+    response = web.StreamResponse(status=101, headers=headers)
+    response.force_close()
+    await response.prepare(request)
     return RawConnection(response, reader)

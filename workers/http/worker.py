@@ -32,6 +32,7 @@ from pkletd.workers.http.reviews import ApiReviewer, NoApiServer, Reviewer
 from pkletd.workers.http.routes import TABLES, Handlers, application
 from pkletd.workers.http.server import HttpServer, Limits, Site, raise_fd_limit
 from pkletd.workers.http.stats import NodeStats
+from pkletd.workers.http.streaming import Streaming
 from pkletd.workers.http.tlscontext import TlsError, server_context
 from pkletd.workers.http.view import NodeView
 from pkletd.workers.lifecycle import WorkerSettings, serve
@@ -100,6 +101,7 @@ class HttpWorker:
             NodeStats.of_node(
                 self.view, options.node_name, options.root_dir, options.pod_logs_dir, self._runtime
             ),
+            Streaming(self.view, self._runtime, options.streaming_idle_timeout),
         )
         sites = [site for x in options.listens if (site := self._site(x, handlers)) is not None]
         self.server = HttpServer(sites, limits)

@@ -89,4 +89,7 @@ def container_spec(pod: Pod, container: Container, restart_count: int) -> Contai
         },
         annotations=annotations,
         resources=resources.container_resources(pod, container),
+        stdin=container.stdin,
+        stdin_once=container.stdin_once,
+        tty=container.tty,
     )

@@ -9,7 +9,20 @@ kubelet-client certificate and, like kube-apiserver without
 configured. Errors take the real forms: 400 ``container x is not valid for pod y``, 400 ``pod
 y does not have a host assigned`` (exec), an empty 200 for logs of an unscheduled pod, 500
 with the dial error when the kubelet is unreachable.
-"""
+
+exec, attach and portforward are relayed as they come: the client's method and headers go to
+the kubelet, the kubelet's answer (101 and then raw bytes both ways, or a refusal) comes
+back. That is kube-apiserver 1.32 with its feature gates ``TranslateStreamCloseWebsocketRequests``
+and ``PortForwardWebsockets`` off; with them on (their 1.32 default) the real API server
+itself ends kubectl's WebSocket (``v5.channel.k8s.io`` for exec and attach, the
+``SPDY/3.1+portforward.k8s.io`` tunnel for port-forward) and speaks SPDY to the kubelet.
+Relayed, kubectl 1.32's WebSocket request reaches the runtime's streaming server, which does
+not speak v5 (containerd 1.6 answers 403) or needs a ``port`` for a WebSocket port-forward
+(the kubelet answers 400); kubectl takes either as an upgrade failure and retries over SPDY,
+which every kubelet serves. So ``kubectl exec``, ``attach`` and ``port-forward`` work, over
+SPDY after one refused WebSocket request each (seen in ``requests()``: a GET, then a POST).
+The Python client's ``stream()`` asks for ``v4.channel.k8s.io``, which the runtime speaks:
+the WebSocket path end to end."""
 
 from __future__ import annotations
 
@@ -213,6 +226,7 @@ class KubeletProxy:
         namespace: str,
         name: str,
         query: dict[str, list[str]],
+        method: str,
         request_line_headers: list[tuple[str, str]],
         out: Downstream,
     ) -> None:
@@ -232,7 +246,7 @@ class KubeletProxy:
             ) from None
         self.tracker.add(backend)
         try:
-            self._relay_upgrade(backend, host, port, path, request_line_headers, out)
+            self._relay_upgrade(backend, host, port, method + " " + path, request_line_headers, out)
         finally:
             self.tracker.discard(backend)
             backend.close()
@@ -260,11 +274,11 @@ class KubeletProxy:
         backend: ssl.SSLSocket,
         host: str,
         port: int,
-        path: str,
+        target: str,
         headers: list[tuple[str, str]],
         out: Downstream,
     ) -> None:
-        lines = [f"GET {path} HTTP/1.1", f"Host: {_join(host, port)}"]
+        lines = [f"{target} HTTP/1.1", f"Host: {_join(host, port)}"]
         lines += [
             f"{k}: {v}"
             for k, v in headers

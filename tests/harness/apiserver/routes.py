@@ -304,7 +304,7 @@ class Router:
             raise errors.bad_request("Upgrade request required")
         headers = [(k, v) for k, v in h.headers.items()]
         self.parts.proxy.upgrade(
-            info.subresource, call.namespace, call.name, h.query.values, headers, h
+            info.subresource, call.namespace, call.name, h.query.values, h.command, headers, h
         )
 
     def _evict(self, h: ApiHandler, call: Call) -> None:
