@@ -5,11 +5,15 @@ SubjectAccessReview as a kubelet's authenticated API uses them."""
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import ssl
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 from tests.harness.apiserver import ApiServer, Attributes, Decision
 from tests.harness.apiserver.client import Kube, expect_failure
@@ -231,3 +235,167 @@ def test_token_request_validation(kube: Kube) -> None:
         {"spec": {"audiences": ["x"]}},
     )
     assert body["message"].endswith("node requested token not bound to a pod")  # admission
+
+
+def test_token_request_defaults_and_bound_object_checks(kube: Kube) -> None:
+    code, answer, _ = kube.raw(
+        "POST", "/api/v1/namespaces/default/serviceaccounts/default/token", {"spec": {}}
+    )
+    assert code == 201
+    assert answer["spec"]["audiences"] == ["https://kubernetes.default.svc.cluster.local"]
+    assert answer["spec"]["expirationSeconds"] == 3600
+    assert (answer["metadata"]["name"], answer["metadata"]["namespace"]) == ("default", "default")
+    body = claims(answer["status"]["token"])
+    assert body["exp"] - body["iat"] == 3600 and "pod" not in body["kubernetes.io"]
+
+    body = expect_failure(
+        kube.core.create_namespaced_service_account_token,
+        "default",
+        "default",
+        {"spec": {"expirationSeconds": 2**32 + 1}},
+    )
+    assert body["message"] == (
+        'TokenRequest.authentication.k8s.io "" is invalid: spec.expirationSeconds: Invalid '
+        "value: 4294967297: may not specify a duration larger than 2^32 seconds"
+    )
+    body = expect_failure(
+        kube.core.create_namespaced_service_account_token,
+        "default",
+        "default",
+        {"metadata": {"name": "other"}, "spec": {}},
+    )
+    assert body["message"] == (
+        'TokenRequest.authentication.k8s.io "default" is invalid: metadata.name: Invalid value: '
+        '"other": must match the service account name if specified'
+    )
+    kube.core.create_namespaced_service_account("default", {"metadata": {"name": "runner"}})
+    pod = kube.core.create_namespaced_pod(
+        "default",
+        {
+            "metadata": {"name": "web"},
+            "spec": {"serviceAccountName": "runner", "containers": [{"name": "a", "image": "b"}]},
+        },
+    )
+
+    def bound_to(**ref: str) -> dict[str, Any]:
+        return expect_failure(
+            kube.core.create_namespaced_service_account_token,
+            "runner",
+            "default",
+            {"spec": {"boundObjectRef": {"apiVersion": "v1", "kind": "Pod", **ref}}},
+        )
+
+    body = bound_to(name="web", uid="not-the-uid")
+    assert (body["code"], body["message"]) == (
+        409,
+        'Operation cannot be fulfilled on Pod "web": the UID in the bound object reference '
+        "(not-the-uid) does not match the UID in record. The object might have been deleted "
+        "and then recreated",
+    )
+    body = bound_to(name="gone")
+    assert (body["code"], body["message"]) == (404, 'pods "gone" not found')
+    body = bound_to(name="web", kind="ConfigMap")
+    assert (body["code"], body["message"]) == (
+        400,
+        "cannot bind token to object of type /v1, Kind=ConfigMap",
+    )
+    body = expect_failure(
+        kube.core.create_namespaced_service_account_token,
+        "default",
+        "default",
+        {"spec": {"boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": "web"}}},
+    )
+    assert body["message"] == (
+        'cannot bind token for serviceaccount "default" to pod running with different '
+        "serviceaccount name."
+    )
+    answer = kube.core.create_namespaced_service_account_token(
+        "runner",
+        "default",
+        {
+            "spec": {
+                "boundObjectRef": {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": "web",
+                    "uid": pod.metadata.uid,
+                }
+            }
+        },
+    )
+    assert claims(answer.status.token)["kubernetes.io"]["pod"]["name"] == "web"
+
+
+def test_max_token_expiration_shortens_with_a_warning(
+    make_apiserver: Callable[..., ApiServer],
+) -> None:
+    server = make_apiserver(extend_token_expiration=False, max_token_expiration=1200)
+    admin = Kube(server)
+    try:
+        code, answer, headers = admin.raw(
+            "POST",
+            "/api/v1/namespaces/default/serviceaccounts/default/token",
+            {"spec": {"expirationSeconds": 7200}},
+        )
+        assert code == 201 and answer["spec"]["expirationSeconds"] == 1200
+        body = claims(answer["status"]["token"])
+        assert body["exp"] - body["iat"] == 1200
+        assert headers["Warning"] == (
+            '299 - "requested expiration of 7200 seconds shortened to 1200 seconds"'
+        )
+    finally:
+        admin.close()
+    with pytest.raises(ValueError, match="must be at least 3607 s"):
+        ApiServer(server.base_dir / "other", max_token_expiration=1200)
+
+
+def test_token_review_audience_expiry_and_bound_pod(apiserver: ApiServer, kube: Kube) -> None:
+    pod = kube.core.create_namespaced_pod(
+        "default",
+        {"metadata": {"name": "web"}, "spec": {"containers": [{"name": "a", "image": "b"}]}},
+    )
+    answer = kube.core.create_namespaced_service_account_token(
+        "default",
+        "default",
+        {
+            "spec": {
+                "audiences": ["vault"],
+                "boundObjectRef": {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": "web",
+                    "uid": pod.metadata.uid,
+                },
+            }
+        },
+    )
+    token = answer.status.token
+
+    def review(audiences: list[str] | None = None) -> Any:
+        spec: dict[str, Any] = {"token": token}
+        if audiences is not None:
+            spec["audiences"] = audiences
+        return kube.authn.create_token_review({"spec": spec}).status
+
+    status = review(["vault", "other"])
+    assert status.authenticated and status.audiences == ["vault"]
+    status = review()  # the API server's own audience: not this token's
+    assert not status.authenticated and "invalid for the target audiences" in status.error
+    assert anonymous_get(apiserver, "/api/v1/namespaces", token=token)[0] == 401
+
+    with apiserver.store.lock:  # marked for deletion two minutes ago, not yet removed
+        stored = apiserver.store.get("pods", "default", "web")
+        assert stored is not None
+        long_ago = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=120)
+        stored["metadata"]["deletionTimestamp"] = long_ago.strftime("%Y-%m-%dT%H:%M:%SZ")
+        apiserver.store.update("pods", stored)
+    status = review(["vault"])
+    assert not status.authenticated
+    assert status.error == "[invalid bearer token, service account token has been invalidated]"
+
+    sa = apiserver.store.get("serviceaccounts", "default", "default")
+    assert sa is not None
+    expired, _ = apiserver.parts.issuer.issue(sa, -1, ["vault"], None)  # the API refuses < 600
+    token = expired
+    status = review(["vault"])
+    assert status.error == "[invalid bearer token, service account token has expired]"

@@ -118,9 +118,12 @@ def bad_request(message: str) -> ApiError:
 
 def forbidden(group: str, resource: str, name: str, why: str) -> ApiError:
     subject = qualified(group, resource)
-    message = (
-        f'{subject} "{name}" is forbidden: {why}' if name else f"{subject} is forbidden: {why}"
-    )
+    if not subject:  # a non-resource path
+        message = f"forbidden: {why}"
+    elif name:
+        message = f'{subject} "{name}" is forbidden: {why}'
+    else:
+        message = f"{subject} is forbidden: {why}"
     return ApiError(403, "Forbidden", message, _details(group, resource, name))
 
 
