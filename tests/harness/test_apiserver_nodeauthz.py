@@ -190,6 +190,20 @@ def test_the_graph_follows_deletion_and_binding(kube: Kube) -> None:
     )
 
 
+def test_a_service_accounts_pull_secrets_reach_the_node(kube: Kube) -> None:
+    make_objects(kube, "regcred", "unused")
+    kube.core.create_namespaced_service_account(
+        "default", {"metadata": {"name": "puller"}, "imagePullSecrets": [{"name": "regcred"}]}
+    )
+    pod = kube.core.create_namespaced_pod("default", pod_body("web", serviceAccountName="puller"))
+    assert [r.name for r in pod.spec.image_pull_secrets] == ["regcred"]  # admission copied it
+    kubelet = as_node(kube)
+    assert kubelet.core.read_namespaced_secret("regcred", "default").metadata.name == "regcred"
+    assert forbidden(kubelet.core.read_namespaced_secret, "unused", "default").endswith(
+        NO_RELATIONSHIP
+    )
+
+
 def test_mirror_pods_grant_nothing(apiserver: ApiServer, kube: Kube) -> None:
     make_objects(kube, "cfg")
     mirror = pod_body("static-web", volumes=[{"name": "c", "configMap": {"name": "cfg"}}])
