@@ -137,7 +137,8 @@ class PodSyncer:
         retry: list[float] = []
         blocked = None
         if state.running() or compute_actions(pod, state, options.started).start:
-            blocked = self._mount(pod, retry)  # a running pod's files follow its objects
+            # A pod with a sandbox had its volumes set up: its files follow its objects.
+            blocked = self._mount(pod, retry, remount=state.sandbox() is not None)
         init_names = {c.name for c in pod.init_containers}
         patience = INIT_EXIT_WAIT_S
         for _ in range(len(pod.init_containers) + 1):
@@ -197,10 +198,10 @@ class PodSyncer:
                 started[container.name] = container_id
         return started
 
-    def _mount(self, pod: Pod, retry: list[float]) -> Blocked | None:
+    def _mount(self, pod: Pod, retry: list[float], remount: bool) -> Blocked | None:
         """Set up the pod's volumes, or bring their files up to date; why they are not,
         recorded as its event (``FailedMount``), with when to try again."""
-        blocked = self._setup.blocked(pod)
+        blocked = self._setup.blocked(pod, remount)
         if blocked is None:
             return None
         if blocked.event is not None:

@@ -46,10 +46,11 @@ class PodSetup:
         self.volumes = PodVolumes(node, objects)
         self._events = events
 
-    def blocked(self, pod: Pod) -> Blocked | None:
-        """Set up the pod's volumes; what its containers wait with if one fails."""
+    def blocked(self, pod: Pod, remount: bool = False) -> Blocked | None:
+        """Set up the pod's volumes (``remount``: bring a set-up pod's written volumes up
+        to date); what its containers wait with if one fails."""
         try:
-            self.volumes.setup(pod)
+            self.volumes.setup(pod, remount)
         except VolumePending:
             return Blocked(WaitingReason.CONTAINER_CREATING, "", VOLUME_RETRY_S)
         except VolumeError as exc:

@@ -9,7 +9,8 @@ Under ``<root-dir>/pods/<uid>/volumes/<plugin>/<name>``:
 - ``downwardAPI``, ``configMap``, ``secret`` and ``projected``: files made by
   ``projection`` (from the pod, and the API objects ``ApiObjects`` holds) and written
   by ``atomicwriter``; always mounted read-only, as the kubelet's volume attributes
-  say. Each sync writes them again, so a changed object or a refreshed token reaches
+  say. Each sync of a pod that has a sandbox writes them again (``remount``: the other
+  kinds are left as set up), so a changed object or a refreshed token reaches
   a running container (the ``..data`` swap; a ``subPath`` mount holds the file it
   resolved to and is not updated, as under the kubelet). As the kubelet wraps an
   emptyDir for them, ``secret``, ``projected`` and ``downwardAPI`` files live on a
@@ -226,14 +227,18 @@ class PodVolumes:
         plugin = PLUGIN_DIRS.get(volume.kind, f"kubernetes.io~{volume.kind.lower()}")
         return self.pod_dir(pod.uid) / "volumes" / plugin / volume.name
 
-    def setup(self, pod: Pod) -> None:
-        """Set up (or bring up to date) every volume of the pod; VolumeError on the first
-        failure, VolumePending on the first that waits for the API."""
+    def setup(self, pod: Pod, remount: bool = False) -> None:
+        """Set up every volume of the pod; with ``remount`` (a pod set up before), only
+        bring the written ones up to date, as the kubelet remounts only the plugins that
+        ask for it. VolumeError on the first failure, VolumePending on the first that
+        waits for the API."""
         if not pod.volumes:
             return
         for sub in ("", "volumes", "plugins"):
             (self.pod_dir(pod.uid) / sub).mkdir(mode=0o750, parents=True, exist_ok=True)
         for volume in pod.volumes:
+            if remount and volume.kind not in WRITTEN_KINDS:
+                continue
             try:
                 self._setup_one(pod, volume)
             except Pending as exc:

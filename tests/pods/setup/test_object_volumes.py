@@ -274,3 +274,18 @@ def test_standalone_node_has_no_objects_and_no_tokens(node: NodeInfo) -> None:
         'cannot use TokenManager when kubelet is in standalone mode, configmap "kube-root-ca.crt" '
         "not found]"
     )
+
+
+def test_a_remount_updates_only_the_written_volumes(node: NodeInfo) -> None:
+    objects = objects_with(config_map("settings", {"a": "1"}))
+    vols = PodVolumes(node, objects)
+    pod = pod_with(
+        {"name": "cfg", "configMap": {"name": "settings"}}, {"name": "e", "emptyDir": {}}
+    )
+    vols.setup(pod)
+    scratch = volume_dir(node, "empty-dir", "e")
+    scratch.rmdir()  # what the kubelet set up once, it does not set up again
+    objects.on_fetched(config_map("settings", {"a": "2"}))
+    vols.setup(pod, remount=True)
+    assert files(volume_dir(node, "configmap", "cfg")) == {"a": b"2"}
+    assert not scratch.exists()
