@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 CTR_DIR ?= /tmp/pkletd-ctr
+# make bench BENCH_ARGS='--only kubeletapi --containerd-dir /tmp/my-bench-ctr'
+BENCH_ARGS ?=
 STAMP := $(VENV)/.installed
 
 .PHONY: install deps lint typecheck test unit bench run stop clean proto
@@ -46,7 +48,7 @@ test: install deps lint typecheck
 	$(BIN)/pytest -q
 
 bench: install deps
-	$(BIN)/python -m tests.bench
+	$(BIN)/python -m tests.bench $(BENCH_ARGS)
 
 run: install deps
 	$(BIN)/python tests/harness/containerd.py up --dir $(CTR_DIR)

@@ -72,17 +72,22 @@ Times = dict[str, list[float]]
 Quantiles = dict[str, tuple[float, float]]  # name -> (p50, p99)
 
 
+def client_tls(cert: tuple[Path, Path]) -> ssl.SSLContext:
+    """TLS for a client of pkletd's kubelet API, with a client certificate and key."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # pkletd's self-signed serving certificate
+    context.load_cert_chain(*(str(p) for p in cert))
+    return context
+
+
 class KubeletClient:
     """One keep-alive HTTPS connection to a kubelet API, with a client certificate.
     ``connects`` counts the connections it opened: 1 while keep-alive holds."""
 
     def __init__(self, port: int, cert: tuple[Path, Path]) -> None:
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE  # pkletd's self-signed serving certificate
-        context.load_cert_chain(*(str(p) for p in cert))
         self._connection = http.client.HTTPSConnection(
-            "127.0.0.1", port, timeout=60, context=context
+            "127.0.0.1", port, timeout=60, context=client_tls(cert)
         )
         self._socket: object = None
         self.connects = 0
