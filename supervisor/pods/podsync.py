@@ -324,9 +324,9 @@ class PodSyncer:
                 return None
             self._backoff.restarted(key)
         kind = ContainerType.of(pod, container)
-        self._metrics.started_containers.inc(kind)
         pull_wait = self._images.backoff_left(pod, container)
         if pull_wait > 0:
+            self._metrics.started_containers.inc(kind)
             waiting[container.name] = self._failed(
                 pod, container, self._images.backing_off(pod, container)
             )
@@ -337,7 +337,8 @@ class PodSyncer:
         if isinstance(outcome, Waiting) and outcome.reason is WaitingReason.CONTAINER_CREATING:
             waiting[container.name] = outcome  # no failure: an object it needs is not read yet
             retry.append(NOT_YET_READ_RETRY_S)
-            return None
+            return None  # not an attempt: the kubelet's synchronous GET would wait inside one
+        self._metrics.started_containers.inc(kind)
         if isinstance(outcome, Waiting):
             waiting[container.name] = self._failed(pod, container, outcome)
             self._metrics.started_containers_errors.inc(kind, outcome.reason)

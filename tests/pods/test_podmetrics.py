@@ -6,10 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pkletd.ipc.apimodel.references import ObjectKind
 from pkletd.ipc.cri import CriError
-from pkletd.ipc.messages import MetricFamily
+from pkletd.ipc.messages import MetricFamily, ObjectFetched, ServicesListed
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.fakeruntime import FakeRuntime
+from pkletd.supervisor.pods.objects import ApiObjects
 from pkletd.supervisor.pods.podmetrics import PodMetrics
 from pkletd.supervisor.pods.proberesults import ProbeResults
 
@@ -72,3 +74,31 @@ def test_a_sandbox_that_fails_to_start_is_a_pod_start_error(
     families = metrics.families(Pods("10.0.0.1", ["file"], ProbeResults()))
     assert values(families, "kubelet_started_pods_total") == {(): 1.0}
     assert values(families, "kubelet_started_pods_errors_total") == {(): 1.0}
+
+
+def test_a_container_waiting_for_an_object_is_one_start_not_one_per_retry(
+    runtime: FakeRuntime, tmp_path: Path
+) -> None:
+    """The kubelet reads a ConfigMap with a synchronous GET inside one start; pkletd's
+    retries while the object is not yet read must not count as starts."""
+    metrics, objects = PodMetrics(), ApiObjects()
+    syncer = fake_syncer(runtime, tmp_path, objects, metrics=metrics)
+    pod = pod_dict("app")
+    pod["spec"]["containers"][0]["env"] = [
+        {"name": "A", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "a"}}}
+    ]
+    book = Pods("10.0.0.1", ["file"], ProbeResults())
+    book.set_source("file", [pod])
+    namespace = book.entries[UID].pod.namespace
+    objects.on_services(ServicesListed("default", []))
+    objects.on_services(ServicesListed(namespace, []))
+    for _ in range(3):
+        syncer.sync(book.entries[UID].pod)
+    assert values(metrics.families(book), "kubelet_started_containers_total") == {}
+    objects.on_fetched(
+        ObjectFetched(ObjectKind.CONFIG_MAP, namespace, "settings", strings={"a": "1"})
+    )
+    syncer.sync(book.entries[UID].pod)
+    assert values(metrics.families(book), "kubelet_started_containers_total") == {
+        ("container",): 1.0
+    }
