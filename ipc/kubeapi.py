@@ -134,7 +134,25 @@ def connect(
     configuration.retries = False  # the workers retry with their own back-off, and log once
     if pool_size is not None:
         configuration.connection_pool_maxsize = pool_size
-    return LimitedApiClient(configuration, RateLimiter(qps, burst))
+    client = LimitedApiClient(configuration, RateLimiter(qps, burst))
+    _share_tls_context(client.rest_client.pool_manager.connection_pool_kw)
+    return client
+
+
+def _share_tls_context(pool_kw: dict[str, Any]) -> None:
+    """One TLS context, with the CA and the client certificate loaded once, for every
+    connection: urllib3 otherwise builds a context per connection and reads the files
+    again each time (~40 KB each, which a worker holding hundreds of watches feels)."""
+    context = urllib3.util.ssl_.create_urllib3_context(cert_reqs=pool_kw["cert_reqs"])
+    ca_file, ca_data = pool_kw.pop("ca_certs", None), pool_kw.pop("ca_cert_data", None)
+    if ca_file or ca_data:
+        context.load_verify_locations(cafile=ca_file, cadata=ca_data)
+    else:
+        context.load_default_certs()
+    cert_file, key_file = pool_kw.pop("cert_file", None), pool_kw.pop("key_file", None)
+    if cert_file:
+        context.load_cert_chain(cert_file, key_file)
+    pool_kw["ssl_context"] = context
 
 
 def describe(exc: BaseException) -> str:

@@ -273,7 +273,10 @@ def test_watches_resume_after_a_drop_and_relist_after_410(
         server.drop_watches()
         admin.core.patch_namespaced_config_map("conf", "default", {"data": {"key": "three"}})
         agent.wait_object("conf", lambda m: m.strings == {"key": "three"})
-        assert len(server.requests(resource="configmaps", verb="LIST")) == lists + 1
+        wait_for(
+            "the relist logged",
+            lambda: len(server.requests(resource="configmaps", verb="LIST")) == lists + 1,
+        )
     finally:
         admin.close()
 
@@ -344,7 +347,7 @@ def test_polled_objects_are_read_again_after_their_period(
     changed = time.monotonic()
     agent.wait_object("conf", lambda m: m.strings == {"key": "two"})
     assert time.monotonic() - changed < 2.5
-    assert gets(apiserver, "conf") >= 2
+    wait_for("the second GET logged", lambda: gets(apiserver, "conf") >= 2)  # once it ended
     assert not apiserver.requests(resource="configmaps", verb="WATCH")
     assert not apiserver.requests(resource="configmaps", verb="LIST")
 
@@ -357,11 +360,11 @@ def test_cache_reads_again_when_another_pod_references_the_object(
     ref = volumes({"configMap": {"name": "conf"}})
     agent.start(pod(kube, "first", volumes=ref))
     agent.wait_object("conf")
-    assert gets(apiserver, "conf") == 1
+    wait_for("the GET logged", lambda: gets(apiserver, "conf") == 1)  # once it ended
     kube.core.patch_namespaced_config_map("conf", "default", {"data": {"key": "two"}})
     agent.worker.on_broadcast(PodStatusUpdated(pod(kube, "second", volumes=ref)))
     agent.wait_object("conf", lambda m: m.strings == {"key": "two"})
-    assert gets(apiserver, "conf") == 2
+    wait_for("the second GET logged", lambda: gets(apiserver, "conf") == 2)
 
 
 # --- service account tokens ----------------------------------------------------------

@@ -32,8 +32,14 @@ Read = Callable[[ObjectKey], Obj]
 
 @dataclass(slots=True)
 class Polling:
-    due: float = 0.0  # monotonic; 0: at once
+    read_at: float | None = None  # monotonic, of the last answer; None: read at once
     retry: Retry = field(default_factory=Retry)
+
+    def due(self, period: float) -> float:
+        """When to read next: ``period`` after the last answer (taken when asked, so a
+        new TTL counts at once), or the failed read's retry."""
+        fresh_until = 0.0 if self.read_at is None else self.read_at + period
+        return max(fresh_until, self.retry.due)
 
 
 class Polled:
@@ -58,7 +64,7 @@ class Polled:
     def renew(self, key: ObjectKey) -> None:
         polling = self._polls.get(key)
         if polling is not None:
-            polling.due = 0.0
+            polling.read_at = None
 
     def drop(self, key: ObjectKey) -> None:
         self._polls.pop(key, None)
@@ -70,11 +76,12 @@ class Polled:
         self._jobs.deliver()
 
     def tick(self, now: float) -> float:
-        wake = now + self._period()
+        period = self._period()
+        wake = now + period
         for key, polling in self._polls.items():
             if self._jobs.busy(key):
                 continue
-            due = max(polling.due, polling.retry.due)
+            due = polling.due(period)
             if due <= now:
                 self._jobs.submit(key, functools.partial(self._read, key), self._done(key))
             else:
@@ -95,7 +102,7 @@ class Polled:
                 self._report(key, failed(key, outcome))
                 return
             polling.retry.succeeded()
-            polling.due = now + self._period()
+            polling.read_at = now
             if isinstance(outcome, dict):
                 self._report(key, reading(key, outcome))
             elif isinstance(outcome, Exception):
