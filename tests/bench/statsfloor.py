@@ -48,6 +48,9 @@ V1_FILES = (
 )
 V2_FILES = (("", "cpu.stat"), ("", "memory.current"), ("", "memory.max"), ("", "memory.stat"))
 CRI_TIMEOUT = 30.0
+# with an empty filter, as pkletd and the kubelet send it: containerd 1.6 takes about twice
+# as long to answer a request that has no filter at all
+LIST_STATS = api_pb2.ListContainerStatsRequest(filter=api_pb2.ContainerStatsFilter())
 
 
 def _read(path: Path) -> str:
@@ -88,9 +91,7 @@ class RawStats:
     def _cri(self, image_fs: bool) -> set[str]:
         """The CRI calls of a pass; the ids of the containers the runtime has stats of."""
         t0 = time.perf_counter()
-        stats = self._runtime.ListContainerStats(
-            api_pb2.ListContainerStatsRequest(), timeout=CRI_TIMEOUT
-        )
+        stats = self._runtime.ListContainerStats(LIST_STATS, timeout=CRI_TIMEOUT)
         if image_fs:
             self._images.ImageFsInfo(api_pb2.ImageFsInfoRequest(), timeout=CRI_TIMEOUT)
         self.cri_seconds.append(time.perf_counter() - t0)
