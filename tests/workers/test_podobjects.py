@@ -37,7 +37,8 @@ from pkletd.ipc.messages import (
 from pkletd.workers.podobjects import Options, PodObjects, Strategy, build
 from pkletd.workers.podobjects.calls import ApiCalls
 from pkletd.workers.podobjects.nodettl import TTL_ANNOTATION, object_ttl
-from pkletd.workers.podobjects.reading import MAX_DATA_BYTES, reading
+from pkletd.workers.podobjects.outbox import Outbox
+from pkletd.workers.podobjects.reading import MAX_DATA_BYTES, failure, reading
 from pkletd.workers.podobjects.services import summary
 from pkletd.workers.podobjects.tokens import Issued, refresh_at, requires_refresh
 
@@ -637,3 +638,36 @@ def test_a_killed_worker_process_sends_everything_again(
     for token in (first["token"], again["token"]):
         assert isinstance(token, TokenIssued) and token.token.encode() not in logs
     assert SECRET_VALUE.encode() not in logs and secret.encode() not in logs
+
+
+class BlockedBus(FakeBus):
+    """A bus whose parent stops taking messages while ``blocked``."""
+
+    blocked = False
+
+    def send(self, message: Message) -> None:
+        if self.blocked:
+            raise zmq.Again()
+        super().send(message)
+
+
+def test_the_outbox_keeps_a_reading_over_a_failure_and_holds_what_the_bus_refuses() -> None:
+    bus = BlockedBus()
+    outbox = Outbox(bus)
+    key = ObjectKey(ObjectKind.CONFIG_MAP, "default", "conf")
+    fresh = failure(key, "HTTP 500")
+    outbox.put_object(key, fresh)  # never read: the failure is the news
+    read = reading(key, {"metadata": {"resourceVersion": "3"}, "data": {"a": "1"}})
+    outbox.put_object(key, read)
+    outbox.put_object(key, failure(key, "HTTP 503"))  # read before: kept
+    outbox.put_object(key, read)  # the same again: nothing to send
+    assert bus.sent == [fresh, read]
+    bus.blocked = True
+    gone = reading(key, None)
+    outbox.put_object(key, gone)  # missing replaces a reading, once the bus takes it
+    assert outbox.owed() and bus.sent == [fresh, read]
+    bus.blocked = False
+    outbox.flush()
+    assert not outbox.owed() and bus.sent == [fresh, read, gone]
+    outbox.resend()
+    assert bus.sent == [fresh, read, gone, gone]

@@ -10,13 +10,13 @@ import logging
 
 from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.podobjects.calls import name_selector
+from pkletd.workers.podobjects.parts import IDLE_S
 from pkletd.workers.podobjects.reflector import Changed, ListCall, Listed, Obj, Reflector, Seen
 
 log = logging.getLogger(__name__)
 
 TTL_ANNOTATION = "node.alpha.kubernetes.io/ttl"
 DEFAULT_TTL_S = 60.0
-IDLE_S = 3600.0
 NODE = "node"
 
 

@@ -36,14 +36,16 @@ class Outbox:
         self._bus = bus
         self._latest: dict[Hashable, Message] = {}
         self._sent: dict[Hashable, Message] = {}
+        self._unsent: set[Hashable] = set()  # whose latest the bus has not taken yet
         self._blocked = False
-
-    def latest(self, key: Hashable) -> Message | None:
-        return self._latest.get(key)
 
     def put(self, key: Hashable, message: Message) -> None:
         self._latest[key] = message
-        self._send(key, message)
+        if self._sent.get(key) == message:
+            self._unsent.discard(key)
+        else:
+            self._unsent.add(key)
+            self.flush()
 
     def put_object(self, key: ObjectKey, message: ObjectFetched) -> None:
         before = self._latest.get(key)
@@ -56,23 +58,24 @@ class Outbox:
     def drop(self, key: Hashable) -> None:
         self._latest.pop(key, None)
         self._sent.pop(key, None)
+        self._unsent.discard(key)
+
+    def owed(self) -> bool:
+        return bool(self._unsent)
 
     def flush(self) -> None:
-        for key, message in list(self._latest.items()):
-            if not self._send(key, message):
+        """Send what the parent has not had yet, until the bus stops taking it."""
+        for key in list(self._unsent):
+            if not self._send(key, self._latest[key]):
                 return
 
     def resend(self) -> None:
         self._sent.clear()
+        self._unsent = set(self._latest)
         self.flush()
 
-    def owed(self) -> bool:
-        return any(self._sent.get(key) != message for key, message in self._latest.items())
-
     def _send(self, key: Hashable, message: Message) -> bool:
-        """Whether the parent has it now."""
-        if self._sent.get(key) == message:
-            return True
+        """Whether the bus took it."""
         try:
             self._bus.send(message)
         except zmq.Again:
@@ -84,6 +87,7 @@ class Outbox:
             log.info("parent taking messages again")
         self._blocked = False
         self._sent[key] = message
+        self._unsent.discard(key)
         return True
 
 

@@ -11,6 +11,7 @@ from pkletd.ipc.apimodel.references import ObjectKey
 from pkletd.ipc.messages import ObjectFetched
 
 Report = Callable[[ObjectKey, ObjectFetched], None]
+IDLE_S = 3600.0  # what a part with nothing on a timer answers ``tick`` with
 
 
 class Part(Protocol):

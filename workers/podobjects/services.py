@@ -22,6 +22,7 @@ from typing import Any
 
 from pkletd.ipc.messages import ServicesListed
 from pkletd.ipc.wakeup import Inbox
+from pkletd.workers.podobjects.parts import IDLE_S
 from pkletd.workers.podobjects.reading import api_message
 from pkletd.workers.podobjects.reflector import (
     Broken,
@@ -34,7 +35,6 @@ from pkletd.workers.podobjects.reflector import (
 
 log = logging.getLogger(__name__)
 
-IDLE_S = 3600.0
 SERVICES = "services"
 
 Summary = dict[str, Any]
