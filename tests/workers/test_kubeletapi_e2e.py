@@ -74,6 +74,10 @@ def test_kubelet_api_authenticates_and_asks_the_api_server(
         "Forbidden (user=bob, verb=get, resource=nodes, subresource=proxy)",
     )
     assert kubelet_get(pkletd, apiserver, "/pods", token="nobody")[0] == 401
+    cert, key = apiserver.client_cert("ops", ["ops"])
+    assert curl(pkletd, "--cert", str(cert), "--key", str(key)) == "200"
+    assert curl(pkletd) == "401"
+    assert curl(pkletd, "-H", "Authorization: Bearer bob-token") == "403"
     reviews = apiserver.requests(resource="subjectaccessreviews")
     assert reviews and all(r.user == "system:node:testnode" for r in reviews)
     configz = json.loads(kubelet_get(pkletd, apiserver, "/configz", user="ops")[1])
@@ -84,6 +88,16 @@ def test_kubelet_api_authenticates_and_asks_the_api_server(
     # the API server's own proxy, with its kubelet-client certificate
     raw = kube.kubectl("get", "--raw", "/api/v1/nodes/testnode/proxy/pods").stdout
     assert [p["metadata"]["name"] for p in json.loads(raw)["items"]] == ["counter"]
+
+
+def curl(pkletd: Pkletd, *args: str) -> str:
+    """The status code the real curl gets for ``/pods`` on the kubelet API."""
+    url = f"https://127.0.0.1:{pkletd.port}/pods"
+    done = subprocess.run(
+        ["curl", "-sk", "-o", "/dev/null", "-w", "%{http_code}", *args, url],
+        capture_output=True, text=True, timeout=30, check=True,
+    )  # fmt: skip
+    return done.stdout
 
 
 def test_kubectl_logs_through_the_api_server(
