@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NewType, TypeVar
 
-from pkletd.ipc.apimodel import envspec, resourcespec, securityspec, volumespec
+from pkletd.ipc.apimodel import envspec, priority, resourcespec, securityspec, volumespec
 from pkletd.ipc.apimodel.envspec import EnvFrom, EnvVar
 from pkletd.ipc.apimodel.fieldcheck import InvalidField
 from pkletd.ipc.apimodel.probespec import InvalidProbe, Probe, ProbeType, parse_hooks, parse_probes
@@ -103,6 +103,7 @@ class Pod:
     security: PodSecurity | None = None
     deleted: bool = False  # the API server set its deletionTimestamp: stop it
     image_pull_secrets: tuple[str, ...] = ()  # the Secrets' names, in the spec's order
+    priority: int = 0  # ``priority.pod_priority``
 
     @property
     def full_name(self) -> str:
@@ -149,6 +150,7 @@ def parse_pod(raw: Any) -> Pod:
         active_deadline_s=_deadline(spec.get("activeDeadlineSeconds")),
         deleted=meta.get("deletionTimestamp") is not None,
         image_pull_secrets=_pull_secrets(spec.get("imagePullSecrets") or []),
+        priority=_field(priority.pod_priority, spec),
         **_volumes_and_security(spec, init_containers + containers),
     )
 

@@ -12,7 +12,9 @@ Checks, in the kubelet's order, and the first failure is the reason:
    ``OutOfmemory``, ``OutOfephemeral-storage``, with the kubelet's "Node didn't have
    enough resource" message);
 3. node affinity and ``nodeSelector`` against the node's labels (``NodeAffinity``),
-   ``spec.nodeName`` (``NodeName``), host ports already taken (``NodePorts``).
+   ``spec.nodeName`` (``NodeName``), host ports already taken (``NodePorts``);
+4. last, as the kubelet's node shutdown manager is the last admit handler: while the
+   node shuts down, every pod (``Admitter.refusal``, ``NodeShutdown``).
 
 Static pods are exempt from the NoExecute taint check, and pkletd has no taints.
 A rejected pod is Failed with that reason and message, and never runs.
@@ -97,6 +99,7 @@ class Admitter:
 
     def __init__(self, node: Node) -> None:
         self.node = node
+        self.refusal: Rejection | None = None  # every new pod's, while the node shuts down
         self._memo: dict[str, tuple[dict[str, Any], dict[str, int]]] = {}
 
     def requests(self, pod: Pod) -> dict[str, int]:
@@ -108,7 +111,7 @@ class Admitter:
         return value
 
     def admit(self, pod: Pod, active: Iterable[Pod]) -> Rejection | None:
-        return admit(pod, active, self.node, self.requests)
+        return admit(pod, active, self.node, self.requests) or self.refusal
 
     def forget(self, uid: str) -> None:
         self._memo.pop(uid, None)

@@ -35,6 +35,8 @@ class PodEntry:
     runtime: PodRuntime | None = None
     waiting: Mapping[str, Waiting] = field(default_factory=dict)
     failure: Failure | None = None  # why it failed as a whole (rejected, DeadlineExceeded)
+    kill_grace_s: int | None = None  # a failed pod's containers stop within this
+    killed: bool = False  # ... and a sync has stopped them
     api: dict[str, Any] | None = None
     lifecycle: PodLifecycle = field(init=False)
 
@@ -184,6 +186,7 @@ class Pods:
             return None
         entry.runtime = result.runtime
         entry.waiting = result.waiting
+        entry.killed = entry.killed or result.killed
         return self._recompute(entry)
 
     def refresh(self, uid: PodUID) -> dict[str, Any] | None:
@@ -228,14 +231,26 @@ class Pods:
             return None
         return entry.first_seen + entry.pod.active_deadline_s - time.time()
 
-    def fail(self, uid: PodUID, reason: str, message: str) -> bool:
-        """Mark an active pod failed as a whole; True the first time."""
+    def fail(self, uid: PodUID, failure: Failure, grace_s: int) -> bool:
+        """Mark an active pod failed as a whole, its containers to stop within ``grace_s``;
+        True the first time."""
         entry = self.entries.get(uid)
         if entry is None or entry.lifecycle.stage is not PodStage.ACTIVE:
             return False
-        entry.lifecycle.become(PodStage.FAILED, reason)
-        entry.failure = Failure(reason, message)
+        entry.lifecycle.become(PodStage.FAILED, failure.reason)
+        entry.failure = failure
+        entry.kill_grace_s = grace_s
         return True
+
+    def kill_grace(self, uid: PodUID) -> int | None:
+        """The grace period a failed pod's containers stop within; None if it did not fail."""
+        entry = self.entries.get(uid)
+        return entry.kill_grace_s if entry is not None else None
+
+    def stopped(self, uid: PodUID) -> bool:
+        """A sync stopped the failed pod's containers since it failed, or it is gone."""
+        entry = self.entries.get(uid)
+        return entry is None or entry.killed
 
     def has_run(self, uid: PodUID) -> bool:
         """The pod has a sandbox already (its syncs are follow-ups, not first starts)."""

@@ -53,6 +53,7 @@ class Reason(enum.Enum):
     POD_OS_SELECTOR_MISMATCH = "PodOSSelectorNodeLabelDoesNotMatch"
     POD_OS_NOT_SUPPORTED = "PodOSNotSupported"
     SYSCTL_FORBIDDEN = "SysctlForbidden"
+    NODE_SHUTDOWN = "NodeShutdown"  # also the node's event when a shutdown starts or is cancelled
     # the node's own
     STARTING = "Starting"
     NODE_READY = "NodeReady"

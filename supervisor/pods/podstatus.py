@@ -7,7 +7,8 @@ succeeded, Failed under Never, else Running (OnFailure restarts the failed ones)
 
 Conditions: PodScheduled (static pods are placed by their manifest),
 PodReadyToStartContainers (the sandbox is ready), Initialized, ContainersReady and
-Ready. A condition keeps its lastTransitionTime until its status changes.
+Ready; and DisruptionTarget for a pod the kubelet stopped itself. A condition keeps its
+lastTransitionTime until its status changes.
 ``qosClass`` is ``qos.pod_qos`` (the API's GetPodQOS).
 """
 
@@ -25,6 +26,7 @@ from pkletd.supervisor.pods.proberesults import ProbeResults
 from pkletd.supervisor.pods.types import Failure, PodRuntime, Waiting, WaitingReason
 
 RUNTIME_SCHEME = "containerd"
+TERMINATION_BY_KUBELET = "TerminationByKubelet"  # the API's PodReasonTerminationByKubelet
 
 
 def rfc3339(seconds: float) -> str:
@@ -144,6 +146,17 @@ def conditions(
     ]
 
 
+def disruption_target(failure: Failure) -> dict[str, Any]:
+    """The condition the kubelet adds to a pod it stops itself (a node shutdown), after
+    its own conditions."""
+    return {
+        "type": "DisruptionTarget",
+        "status": "True",
+        "reason": TERMINATION_BY_KUBELET,
+        "message": failure.message,
+    }
+
+
 def pod_status(
     pod: Pod,
     runtime: PodRuntime,
@@ -169,9 +182,12 @@ def pod_status(
         pod_phase = "Failed"
     sandbox = runtime.sandbox()
     pod_ip = host_ip if pod.host_network else (sandbox.ip if sandbox is not None else "")
+    found = conditions(pod_phase, runtime, sidecars + statuses, init)
+    if failure is not None and failure.disruption:
+        found.append(disruption_target(failure))
     status: dict[str, Any] = {
         "phase": pod_phase,
-        "conditions": _stamp(conditions(pod_phase, runtime, sidecars + statuses, init), previous),
+        "conditions": _stamp(found, previous),
         "hostIP": host_ip,
         "hostIPs": [{"ip": host_ip}],
         "startTime": rfc3339(start_time),

@@ -128,9 +128,9 @@ class PodSyncer:
 
     def sync(self, pod: Pod, options: SyncOptions = NO_OPTIONS) -> SyncResult:
         state = self._inspector.inspect(pod.uid)
-        if options.deadline_exceeded:
-            self._killer.kill_pod(pod, state, pod.grace_period_s)
-            return SyncResult(pod.uid, self._inspector.inspect(pod.uid))
+        if options.kill_grace_s is not None:
+            self._killer.kill_pod(pod, state, options.kill_grace_s)
+            return SyncResult(pod.uid, self._inspector.inspect(pod.uid), killed=True)
         state = self._kill_requested(pod, state)
         self._cgroups.track(pod)
         waiting: dict[str, Waiting] = {}

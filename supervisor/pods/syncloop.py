@@ -50,7 +50,7 @@ from pkletd.supervisor.pods.podworkers import PodWorkers
 from pkletd.supervisor.pods.proberesults import ProbeResults
 from pkletd.supervisor.pods.runtime import Runtime
 from pkletd.supervisor.pods.stage import PodStage
-from pkletd.supervisor.pods.types import SyncOptions, SyncResult
+from pkletd.supervisor.pods.types import Failure, SyncOptions, SyncResult
 
 log = logging.getLogger(__name__)
 
@@ -241,7 +241,8 @@ class SyncLoop:
         self._sync(pod)
 
     def _sync(self, pod: Pod, why: SyncType = SyncType.SYNC) -> None:
-        options = SyncOptions(self._probes.passed_startup(pod.uid), self._deadline_passed(pod))
+        self._check_deadline(pod)
+        options = SyncOptions(self._probes.passed_startup(pod.uid), self._pods.kill_grace(pod.uid))
         urgent = self._pods.has_run(pod.uid)  # a pod already running goes before new ones
         self._pod_workers.update(pod.uid, lambda: self._timed_sync(pod, options, why), urgent)
 
@@ -253,14 +254,35 @@ class SyncLoop:
         finally:
             self._metrics.sync_duration.observe(time.monotonic() - started, why)
 
-    def _deadline_passed(self, pod: Pod) -> bool:
+    def _check_deadline(self, pod: Pod) -> None:
         """activeDeadlineSeconds: past it, the pod fails and its containers stop."""
         left = self._pods.deadline_left(pod.uid)
         if left is None or left > 0:
-            return False
-        if self._pods.fail(pod.uid, DEADLINE_EXCEEDED, DEADLINE_MESSAGE):
+            return
+        failure = Failure(DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
+        if self._pods.fail(pod.uid, failure, pod.grace_period_s):
             self._events.normal(ObjectRef.of(pod), Reason.DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
-        return True
+
+    # --- what a node shutdown asks (``supervisor/node/shutdown.py``) ----------------
+
+    def fail_pod(self, pod: Pod, failure: Failure, grace_s: int) -> None:
+        """Fail an active pod as a whole and stop its containers within ``grace_s``."""
+        if self._pods.fail(pod.uid, failure, grace_s):
+            api_pod = self._pods.refresh(pod.uid)
+            if api_pod is not None:
+                self._publish(PodStatusUpdated(api_pod))
+        self._sync(pod)
+
+    def pod_stopped(self, uid: PodUID) -> bool:
+        """A failed pod's containers are stopped, or the pod is gone."""
+        return self._pods.stopped(uid)
+
+    def active_pods(self) -> list[Pod]:
+        return self._pods.active()
+
+    def refuse_pods(self, refusal: admission.Rejection | None) -> None:
+        """Refuse every new pod with this (None: admit them again)."""
+        self._admitter.refusal = refusal
 
     def _terminate(self, uid: PodUID, pod: Pod | None, grace: int | None) -> None:
         self._pod_workers.update(uid, lambda: self._syncer.terminate(uid, pod, grace), True)

@@ -42,10 +42,13 @@ class Waiting:
 @dataclass(frozen=True, slots=True)
 class Failure:
     """Why a pod failed as a whole: the pod's status reason (``DeadlineExceeded``,
-    an admission reason such as ``OutOfcpu``) and message."""
+    an admission reason such as ``OutOfcpu``, ``Terminated`` for a node shutdown) and
+    message. ``disruption``: the kubelet stopped it (a node shutdown), which the pod's
+    ``DisruptionTarget`` condition says."""
 
     reason: str
     message: str
+    disruption: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,10 +88,11 @@ class PodRuntime:
 
 @dataclass(frozen=True, slots=True)
 class SyncOptions:
-    """What the loop thread knows that a sync needs: probe facts and the pod's deadline."""
+    """What the loop thread knows that a sync needs: probe facts, and for a pod that
+    failed as a whole (its deadline, a node shutdown) the grace period to stop it with."""
 
     started: frozenset[ContainerID] = frozenset()  # containers past their startup probe
-    deadline_exceeded: bool = False
+    kill_grace_s: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,3 +102,4 @@ class SyncResult:
     waiting: Mapping[str, Waiting] = field(default_factory=dict)
     retry_in: float | None = None  # seconds until a backoff or a failed step may go again
     terminated: bool = False
+    killed: bool = False  # it stopped a failed pod's containers (``SyncOptions.kill_grace_s``)

@@ -134,6 +134,18 @@ def test_host_port_clash() -> None:
     assert admission.admit(ported("b", "127.0.0.2"), [ported("a", "127.0.0.1")], NODE) is None
 
 
+def test_a_refusal_comes_after_every_other_check() -> None:
+    admitter = admission.Admitter(NODE)
+    shutdown = admission.Rejection(Reason.NODE_SHUTDOWN, "the node is shutting down")
+    admitter.refusal = shutdown
+    assert admitter.admit(pod("a"), []) is shutdown
+    greedy = with_requests("b", cpu="3")
+    rejection = admitter.admit(greedy, [])
+    assert rejection is not None and rejection.reason is Reason.OUT_OF_CPU
+    admitter.refusal = None
+    assert admitter.admit(pod("a"), []) is None
+
+
 @pytest.mark.slow
 def test_rejected_pod_is_failed_and_never_runs(pkletd: Pkletd) -> None:
     huge = pod_manifest("huge")

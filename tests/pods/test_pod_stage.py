@@ -8,6 +8,7 @@ from pkletd.ipc.apimodel.podspec import PodUID
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.proberesults import ProbeResults
 from pkletd.supervisor.pods.stage import PodLifecycle, PodStage
+from pkletd.supervisor.pods.types import Failure, PodRuntime, SyncResult
 
 from tests.unit_helpers import UID, pod_dict
 
@@ -41,9 +42,30 @@ def test_a_rejected_pod_is_failed_and_never_admitted() -> None:
 def test_deadline_fails_an_active_pod_once() -> None:
     pods = book()
     pods.admit(UID)
-    assert pods.fail(UID, "DeadlineExceeded", "too long")
-    assert not pods.fail(UID, "DeadlineExceeded", "too long")
+    assert pods.kill_grace(UID) is None
+    assert pods.fail(UID, Failure("DeadlineExceeded", "too long"), 7)
+    assert not pods.fail(UID, Failure("DeadlineExceeded", "too long"), 3)
     assert pods.stage(UID) is PodStage.FAILED and pods.admitted(UID)
+    assert pods.kill_grace(UID) == 7
+
+
+def test_a_failed_pod_is_stopped_once_a_kill_sync_is_recorded() -> None:
+    pods = book()
+    pods.admit(UID)
+    pods.fail(UID, Failure("Terminated", "shutting down", disruption=True), 5)
+    pods.record(SyncResult(UID, PodRuntime(UID)))  # a sync that began before the failure
+    assert not pods.stopped(UID)
+    api = pods.record(SyncResult(UID, PodRuntime(UID), killed=True))
+    assert pods.stopped(UID)
+    assert api is None  # the status was already Failed with its condition
+    status = pods.api_pods()[0]["status"]
+    assert (status["phase"], status["reason"]) == ("Failed", "Terminated")
+    target = status["conditions"][-1]
+    assert (target["type"], target["status"]) == ("DisruptionTarget", "True")
+    assert (target["reason"], target["message"]) == ("TerminationByKubelet", "shutting down")
+    pods.set_source("file", [])
+    pods.forget(UID)
+    assert pods.stopped(UID)  # gone
 
 
 def test_an_orphan_terminates_with_no_pod() -> None:
