@@ -117,6 +117,9 @@ class KubeletConfig:
     authorization_mode: str  # AlwaysAllow or Webhook
     authorization_webhook_cache_authorized_ttl: float
     authorization_webhook_cache_unauthorized_ttl: float
+    shutdown_grace_period: float
+    shutdown_grace_period_critical_pods: float
+    shutdown_grace_period_by_pod_priority: tuple[tuple[int, int], ...]  # priority, seconds
     # kubelet flags with no file field
     kubeconfig: str
     node_ip: str
@@ -125,6 +128,7 @@ class KubeletConfig:
     root_dir: str
     run_dir: str
     log_dir: str
+    logind_conf_dir: str
     node_name: str
     pleg_relist_period: float
     worker_heartbeat_timeout: float
@@ -433,6 +437,33 @@ def _authorization_mode(value: object) -> str:
     return text
 
 
+def _shutdown_period(value: object) -> float:
+    """shutdownGracePeriod, shutdownGracePeriodCriticalPods: zero (off) or at least 1s."""
+    seconds = _duration(value)
+    if 0 < seconds < 1:
+        raise ValueError(f"must be either zero or otherwise >= 1 sec, got {_show(value)}")
+    return seconds
+
+
+def _priority_periods(value: object) -> tuple[tuple[int, int], ...]:
+    """shutdownGracePeriodByPodPriority: a list of {priority, shutdownGracePeriodSeconds}."""
+    want = f"must be a list of {{priority, shutdownGracePeriodSeconds}}, got {_show(value)}"
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise ValueError(want)
+    found = []
+    for item in value:
+        unknown = set(item) - {"priority", "shutdownGracePeriodSeconds"}
+        if unknown:
+            raise ValueError(f"{_show(item)}: unknown field {_show(sorted(map(str, unknown)))}")
+        try:
+            priority = _integer(-(2**31), 2**31 - 1)(item.get("priority", 0))
+            seconds = _integer(0, 2**63 - 1)(item.get("shutdownGracePeriodSeconds", 0))
+        except ValueError as exc:
+            raise ValueError(f"{_show(item)}: {exc}") from None
+        found.append((priority, seconds))
+    return tuple(found)
+
+
 # --- the field table ----------------------------------------------------------------
 
 
@@ -565,6 +596,11 @@ _FIELDS: tuple[_Field, ...] = (
            "authorization_webhook_cache_unauthorized_ttl", _duration, 30.0,
            "--authorization-webhook-cache-unauthorized-ttl",
            "how long a denying SubjectAccessReview is cached"),
+    _Field("shutdownGracePeriod", "shutdown_grace_period", _shutdown_period, 0.0, None, ""),
+    _Field("shutdownGracePeriodCriticalPods", "shutdown_grace_period_critical_pods",
+           _shutdown_period, 0.0, None, ""),
+    _Field("shutdownGracePeriodByPodPriority", "shutdown_grace_period_by_pod_priority",
+           _priority_periods, (), None, ""),
     _Field(None, "kubeconfig", _string, "", "--kubeconfig",
            "kubeconfig of the API server to join; empty: standalone (static pods only)"),
     _Field(None, "node_ip", _node_ips, "", "--node-ip",
@@ -577,6 +613,10 @@ _FIELDS: tuple[_Field, ...] = (
            "directory for pkletd's sockets and runtime state"),
     _Field(None, "log_dir", _string, "/var/log/pkletd", "--log-dir",
            "directory for pkletd's own logs"),
+    _Field(None, "logind_conf_dir", _absolute_path, "/etc/systemd/logind.conf.d",
+           "--logind-conf-dir",
+           "where the logind drop-in raising InhibitDelayMaxSec to the shutdown grace "
+           "period is written"),
     _Field(None, "node_name", _node_name, socket.gethostname().lower(), "--hostname-override",
            "node name to use instead of the host name"),
     _Field(None, "pleg_relist_period", _duration, 1.0, "--pleg-relist-period",
@@ -793,6 +833,7 @@ def load(args: argparse.Namespace) -> LoadResult:
         file_values, warnings = _read_file(path)
         values.update(file_values)
     values.update(_flag_values(args, with_file))
+    _check_shutdown(values)
     _check_tls(values)
     return LoadResult(KubeletConfig(**values), warnings)
 
@@ -805,6 +846,22 @@ def _check_tls(values: dict[str, Any]) -> None:
         )
     if bool(values["tls_cert_file"]) != bool(values["tls_private_key_file"]):
         raise ConfigError("tlsCertFile and tlsPrivateKeyFile must be given together")
+
+
+def _check_shutdown(values: dict[str, Any]) -> None:
+    """The kubelet's cross-field checks of graceful node shutdown (its feature gates on)."""
+    period = values["shutdown_grace_period"]
+    critical = values["shutdown_grace_period_critical_pods"]
+    if critical > period:
+        raise ConfigError(
+            f"shutdownGracePeriodCriticalPods {go_duration(critical)} must be <= "
+            f"shutdownGracePeriod {go_duration(period)}"
+        )
+    if values["shutdown_grace_period_by_pod_priority"] and (period or critical):
+        raise ConfigError(
+            "Cannot specify both shutdownGracePeriodByPodPriority and shutdownGracePeriod "
+            "at the same time"
+        )
 
 
 # --- the effective configuration, as /configz shows it -------------------------------------
@@ -851,6 +908,8 @@ def _v1beta1_value(field: _Field, value: Any) -> Any:
         for name, text in value:
             headers.setdefault(name, []).append(text)
         return headers
+    if field.attr == "shutdown_grace_period_by_pod_priority":
+        return [{"priority": p, "shutdownGracePeriodSeconds": s} for p, s in value]
     if field.attr == "register_with_taints":
         return [taint.as_api() for taint in value]
     if field.parse in (_quantity_map, _eviction_map):
