@@ -21,7 +21,7 @@ from pkletd.ipc.apimodel.podspec import PodUID
 from pkletd.ipc.apimodel.probespec import ProbeType
 from pkletd.ipc.apimodel.references import ObjectKind
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Runtime objects in ``Snapshot.containers``: container ids as they are, sandbox
 # ids behind this prefix.
@@ -240,6 +240,38 @@ class ServicesListed:
     services: list[dict[str, Any]]
 
 
+# --- worker -> parent: the node's shutdown (systemd-logind) ----------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NodeShutdownStarted:
+    """logind announced a shutdown (``PrepareForShutdown(true)``, or its
+    ``PreparingForShutdown`` property found true on connecting)."""
+
+    kind = "NodeShutdownStarted"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeShutdownCancelled:
+    """logind said the shutdown it announced was cancelled (``PrepareForShutdown(false)``);
+    the worker has taken its delay lock again."""
+
+    kind = "NodeShutdownCancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class InhibitorReported:
+    """The node-shutdown worker's state, sent when it changes: whether it holds its delay
+    inhibitor lock, logind's ``InhibitDelayMaxUSec`` in seconds (0 until read), and why it
+    cannot do its job ("" while it can: logind unreachable, a delay shorter than the grace
+    period)."""
+
+    kind = "InhibitorReported"
+    held: bool
+    delay_max_s: float
+    error: str = ""
+
+
 # --- parent -> worker ---------------------------------------------------------------
 
 
@@ -306,11 +338,22 @@ class EventRecorded:
 @dataclass(frozen=True, slots=True)
 class ParentAlive:
     """Broadcast: the parent's sync loop ran; feeds the syncloop health check.
-    ``pleg_ok``: PLEG relisted within the last 3 minutes (the kubelet's threshold)."""
+    ``pleg_ok``: PLEG relisted within the last 3 minutes (the kubelet's threshold);
+    ``shutting_down``: the node is shutting down (Ready turns False)."""
 
     kind = "ParentAlive"
     sync_loop_ok: bool
     pleg_ok: bool = True
+    shutting_down: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseShutdownInhibitor:
+    """Broadcast: the node's pods are stopped (or its shutdown grace period is over): the
+    node-shutdown worker closes its delay lock, and logind goes on with the shutdown. Sent
+    again when the worker (re)starts after that."""
+
+    kind = "ReleaseShutdownInhibitor"
 
 
 # --- parent -> http worker: the parent's metrics -----------------------------------
@@ -362,6 +405,10 @@ Message = (
     | RelistCompleted
     | ProbeResult
     | ProbeMetrics
+    | NodeShutdownStarted
+    | NodeShutdownCancelled
+    | InhibitorReported
+    | ReleaseShutdownInhibitor
     | Snapshot
     | PodStatusUpdated
     | PodForgotten
@@ -389,6 +436,10 @@ MESSAGES: dict[str, type[Message]] = {
         RelistCompleted,
         ProbeResult,
         ProbeMetrics,
+        NodeShutdownStarted,
+        NodeShutdownCancelled,
+        InhibitorReported,
+        ReleaseShutdownInhibitor,
         Snapshot,
         PodStatusUpdated,
         PodForgotten,
