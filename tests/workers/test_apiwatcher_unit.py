@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import pytest
 from pkletd.ipc.messages import Message, PodsListed, Snapshot
+from pkletd.ipc.reflector import Broken, Changed, Listed, Reflector, Seen
 from pkletd.ipc.wakeup import Inbox
-from pkletd.workers.apiwatcher import ApiWatcher, Changed, Listed, source_view
+from pkletd.workers.apiwatcher import ApiWatcher, source_view
 
 
 class FakeBus:
@@ -22,6 +25,17 @@ class IdleReflector:
         pass
 
 
+REFLECTOR: Reflector = IdleReflector()  # type: ignore[assignment]
+
+
+def listed(pods: list[dict[str, Any]]) -> Listed:
+    return Listed(REFLECTOR, pods)
+
+
+def changed(kind: str, pod: dict[str, Any]) -> Changed:
+    return Changed(REFLECTOR, kind, pod)
+
+
 def api_pod(uid: str, rv: str = "1", phase: str = "Pending", **meta: Any) -> dict[str, Any]:
     return {
         "metadata": {"name": f"p-{uid}", "namespace": "default", "uid": uid,
@@ -31,14 +45,14 @@ def api_pod(uid: str, rv: str = "1", phase: str = "Pending", **meta: Any) -> dic
     }  # fmt: skip
 
 
-def watcher() -> tuple[ApiWatcher, FakeBus, Inbox[Any]]:
-    bus, inbox = FakeBus(), Inbox[Any]()
-    worker = ApiWatcher(bus, IdleReflector(), inbox)  # type: ignore[arg-type]
+def watcher() -> tuple[ApiWatcher, FakeBus, Inbox[Seen]]:
+    bus, inbox = FakeBus(), Inbox[Seen]()
+    worker = ApiWatcher(bus, REFLECTOR, inbox)  # type: ignore[arg-type]
     worker.on_snapshot(Snapshot(0, [], {}))
     return worker, bus, inbox
 
 
-def deliver(worker: ApiWatcher, inbox: Inbox[Any], *items: Any) -> None:
+def deliver(worker: ApiWatcher, inbox: Inbox[Seen], *items: Seen) -> None:
     for item in items:
         inbox.put(item)
     worker.on_readable(inbox.fileno())
@@ -51,23 +65,23 @@ def sets(bus: FakeBus) -> list[list[str]]:
 def test_nothing_is_sent_before_the_first_list_then_the_list_even_empty() -> None:
     worker, bus, inbox = watcher()
     assert bus.sent == []
-    deliver(worker, inbox, Listed([]))
+    deliver(worker, inbox, listed([]))
     assert sets(bus) == [[]]  # the parent learns the api source has spoken
 
 
 def test_status_only_changes_are_not_sent() -> None:
     worker, bus, inbox = watcher()
-    deliver(worker, inbox, Listed([api_pod("a")]))
-    deliver(worker, inbox, Changed("MODIFIED", api_pod("a", rv="2", phase="Running")))
+    deliver(worker, inbox, listed([api_pod("a")]))
+    deliver(worker, inbox, changed("MODIFIED", api_pod("a", rv="2", phase="Running")))
     assert sets(bus) == [["a"]]  # the echo of our own status write sends nothing
 
 
 def test_spec_metadata_and_deletion_changes_are_sent() -> None:
     worker, bus, inbox = watcher()
-    deliver(worker, inbox, Listed([api_pod("a")]))
+    deliver(worker, inbox, listed([api_pod("a")]))
     deleted = api_pod("a", rv="3", deletionTimestamp="2026-01-01T00:00:00Z")
-    deliver(worker, inbox, Changed("MODIFIED", deleted))
-    deliver(worker, inbox, Changed("ADDED", api_pod("b")), Changed("DELETED", api_pod("a")))
+    deliver(worker, inbox, changed("MODIFIED", deleted))
+    deliver(worker, inbox, changed("ADDED", api_pod("b")), changed("DELETED", api_pod("a")))
     assert sets(bus) == [["a"], ["a"], ["b"]]
     assert bus.sent[1].pods[0]["metadata"]["deletionTimestamp"]  # type: ignore[union-attr]
 
@@ -75,14 +89,14 @@ def test_spec_metadata_and_deletion_changes_are_sent() -> None:
 def test_mirror_pods_are_left_out() -> None:
     worker, bus, inbox = watcher()
     mirror = api_pod("m", annotations={"kubernetes.io/config.mirror": "abc"})
-    deliver(worker, inbox, Listed([mirror, api_pod("a")]))
+    deliver(worker, inbox, listed([mirror, api_pod("a")]))
     assert sets(bus) == [["a"]]
 
 
 def test_a_relist_replaces_the_set_and_a_snapshot_resends_it() -> None:
     worker, bus, inbox = watcher()
-    deliver(worker, inbox, Listed([api_pod("a"), api_pod("b")]))
-    deliver(worker, inbox, Listed([api_pod("b")]))
+    deliver(worker, inbox, listed([api_pod("a"), api_pod("b")]))
+    deliver(worker, inbox, listed([api_pod("b")]))
     worker.on_snapshot(Snapshot(5, [], {}))  # a restarted parent may have lost it
     assert sets(bus) == [["a", "b"], ["b"], ["b"]]
 
@@ -92,3 +106,19 @@ def test_the_parent_sees_no_resource_version_and_only_a_terminal_phase() -> None
     assert "resourceVersion" not in running["metadata"] and "status" not in running
     assert "managedFields" not in running["metadata"]
     assert source_view(api_pod("a", phase="Succeeded"))["status"] == {"phase": "Succeeded"}
+
+
+def test_a_failing_watch_keeps_the_set_and_is_logged_once_per_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
+    worker, bus, inbox = watcher()
+    deliver(worker, inbox, listed([api_pod("a")]))
+    refused = ConnectionRefusedError("connection refused")
+    deliver(worker, inbox, Broken(REFLECTOR, refused), Broken(REFLECTOR, refused))
+    assert sets(bus) == [["a"]]  # nothing is taken away while the API is unreachable
+    failures = [r for r in caplog.records if "pod watch failed" in r.message]
+    assert len(failures) == 1
+    deliver(worker, inbox, changed("ADDED", api_pod("b")))
+    assert sets(bus) == [["a"], ["a", "b"]]
+    assert any("pod watch resumed" in r.message for r in caplog.records)

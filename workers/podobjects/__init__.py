@@ -19,7 +19,7 @@ The kubelet's secret and configmap managers (``pkg/kubelet/secret``,
   as ``ServicesListed``.
 
 Every call goes through one rate-limited client (``calls.py``: ``kubeAPIQPS``,
-``kubeAPIBurst``); watches run on threads of their own (``reflector.py``), GETs and
+``kubeAPIBurst``); watches run on threads of their own (``ipc/reflector.py``), GETs and
 token requests on small job pools; the loop never waits on the network. Secrets stay
 in memory: nothing here writes a file, logs a value or a token, and the process is
 not dumpable, so no core dump takes them to disk either.

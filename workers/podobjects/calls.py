@@ -18,7 +18,7 @@ from typing import Any
 import kubernetes.client
 from pkletd.ipc import kubeapi
 from pkletd.ipc.apimodel.references import ObjectKey, ObjectKind, TokenKey
-from pkletd.workers.podobjects.reflector import ListCall
+from pkletd.ipc.reflector import ListCall
 from pkletd.workers.podobjects.tokens import Issued
 
 Obj = dict[str, Any]

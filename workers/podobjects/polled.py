@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 from pkletd.ipc import kubeapi
 from pkletd.ipc.apimodel.references import ObjectKey
+from pkletd.ipc.reflector import Obj
 from pkletd.workers.podobjects.parts import Report
 from pkletd.workers.podobjects.reading import NOT_FOUND, failed, reading
-from pkletd.workers.podobjects.reflector import Obj
 from pkletd.workers.statusmanager.jobs import Jobs
 from pkletd.workers.statusmanager.retry import Retry
 

@@ -21,10 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pkletd.ipc.messages import ServicesListed
-from pkletd.ipc.wakeup import Inbox
-from pkletd.workers.podobjects.parts import IDLE_S
-from pkletd.workers.podobjects.reading import api_message
-from pkletd.workers.podobjects.reflector import (
+from pkletd.ipc.reflector import (
     Broken,
     ListCall,
     Listed,
@@ -32,6 +29,9 @@ from pkletd.workers.podobjects.reflector import (
     Reflector,
     Seen,
 )
+from pkletd.ipc.wakeup import Inbox
+from pkletd.workers.podobjects.parts import IDLE_S
+from pkletd.workers.podobjects.reading import api_message
 
 log = logging.getLogger(__name__)
 

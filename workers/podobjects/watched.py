@@ -11,11 +11,11 @@ import logging
 
 from pkletd.ipc.apimodel.references import ObjectKey
 from pkletd.ipc.messages import ObjectFetched
+from pkletd.ipc.reflector import Broken, Changed, Listed, Obj, Reflector, Seen
 from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.podobjects.calls import ApiCalls, name_selector
 from pkletd.workers.podobjects.parts import IDLE_S, Report
 from pkletd.workers.podobjects.reading import failed, missing, reading
-from pkletd.workers.podobjects.reflector import Broken, Changed, Listed, Obj, Reflector, Seen
 
 log = logging.getLogger(__name__)
 

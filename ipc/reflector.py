@@ -1,5 +1,6 @@
-"""List, then watch, on a thread of its own: one for each watched ConfigMap or Secret,
-one for the Services, one for the Node's object TTL.
+"""List, then watch, on a thread of its own: the API watcher's pods of this node, and
+the pod-objects worker's watched ConfigMaps and Secrets, Services and the Node's
+object TTL.
 
 As client-go's reflector: the list's resourceVersion starts the watch, every event and
 bookmark moves it on, a watch the server ends (after ``timeoutSeconds``, picked
