@@ -613,6 +613,13 @@ class PrivateContainerd:
             code = self._proc.poll() if self._proc is not None else None
             raise self._failure(f"containerd did not come up: it exited (status {code})")
 
+    def restart(self, timeout: float = START_TIMEOUT) -> None:
+        """Stop the daemon (SIGTERM) and start it again on the same state, as a service
+        restart does: the shims, and so the pods' containers, keep running throughout."""
+        self._terminate(timeout)
+        self._spawn()
+        self._wait_ready(timeout)
+
     # stop ---------------------------------------------------------------
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
         """Remove all pods, stop containerd and its shims, and unmount everything under base_dir."""
