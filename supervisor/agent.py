@@ -24,8 +24,11 @@ from pkletd.ipc.messages import (
     EventRecorded,
     Heartbeat,
     Hello,
+    InhibitorReported,
     ManifestRejected,
     NodeReported,
+    NodeShutdownCancelled,
+    NodeShutdownStarted,
     ObjectFetched,
     ParentAlive,
     PodDeleted,
@@ -33,6 +36,7 @@ from pkletd.ipc.messages import (
     PodsListed,
     ProbeMetrics,
     ProbeResult,
+    ReleaseShutdownInhibitor,
     RelistCompleted,
     ServicesListed,
     Snapshot,
@@ -56,6 +60,7 @@ from pkletd.supervisor.node.facts import (
     node_capacity,
     node_labels,
 )
+from pkletd.supervisor.node.shutdown import NodeShutdown
 from pkletd.supervisor.notify import Notifier
 from pkletd.supervisor.pods import admission
 from pkletd.supervisor.pods.book import Pods
@@ -83,6 +88,9 @@ FACTS_FROM = {
     ObjectFetched: "pod-objects",
     TokenIssued: "pod-objects",
     ServicesListed: "pod-objects",
+    NodeShutdownStarted: "node-shutdown",
+    NodeShutdownCancelled: "node-shutdown",
+    InhibitorReported: "node-shutdown",
 }
 # Pod-source facts (PodsListed, ManifestRejected) come from the worker of the source
 # they name, and from no other: source -> worker.
@@ -129,6 +137,7 @@ class Agent:
         self._node = NodeState(config.node_name, bool(config.kubeconfig), self._events)
         self._node_object: dict[str, Any] = {}  # what the node-lease worker registers
         self._sync = SyncLoop(self._parts(config, worker_names), self._bus.publish)
+        self._node_shutdown = NodeShutdown.of(config, self._sync, self._events)
         self._children = Children(
             worker_names, forkserver, config.worker_heartbeat_timeout, on_ready=self._worker_ready
         )
@@ -240,14 +249,25 @@ class Agent:
         now = time.monotonic()
         deadlines = [self._children.tick()]
         deadlines.append(self._sync.tick(now))
+        deadlines.append(self._node_shutdown.tick(now))
+        if self._node_shutdown.take_release():
+            self._bus.publish(ReleaseShutdownInhibitor())
         self._publish_events()
         if now >= self._next_alive:
-            self._bus.publish(ParentAlive(self._sync.runtime_ok, self._node.pleg_ok()))
+            self._bus.publish(
+                ParentAlive(
+                    self._sync.runtime_ok,
+                    self._node.pleg_ok(),
+                    self._node_shutdown.shutting_down,
+                )
+            )
             self._next_alive = now + ALIVE_S
         if now >= self._next_report:
             report = self._metrics.report(
                 self._pods, self._children, self._bus, self._forkserver.pid
             )
+            if "node-shutdown" in self._children.workers:
+                report.families.extend(self._node_shutdown.families())
             self._bus.publish(report)
             self._next_report = now + REPORT_S
         if self._notifier.watchdog_interval and now >= self._next_watchdog:
@@ -281,6 +301,8 @@ class Agent:
     def _worker_ready(self, name: str) -> None:
         if name == "http":
             self._next_report = 0.0  # a restarted http worker serves the parent's metrics at once
+        if name == "node-shutdown" and self._node_shutdown.done:
+            self._bus.publish(ReleaseShutdownInhibitor())  # a restarted worker took a new lock
         if not self._announced_ready and all(
             w.state is State.RUNNING for w in self._children.workers.values()
         ):
@@ -352,10 +374,21 @@ class Agent:
             self._sync.on_token_issued(message)
         elif isinstance(message, ServicesListed):
             self._sync.on_services_listed(message)
+        elif isinstance(message, (NodeShutdownStarted, NodeShutdownCancelled)):
+            self._on_node_shutdown(message)
+        elif isinstance(message, InhibitorReported):
+            self._node_shutdown.inhibitor(message)
         else:
             log.warning(
                 "dropped message not meant for the parent kind=%s worker=%s", message.kind, name
             )
+
+    def _on_node_shutdown(self, message: NodeShutdownStarted | NodeShutdownCancelled) -> None:
+        if isinstance(message, NodeShutdownStarted):
+            self._node_shutdown.started()
+        else:
+            self._node_shutdown.cancelled()
+        self._next_alive = 0.0  # the node's Ready follows at once
 
     def _snapshot(self) -> Snapshot:
         return Snapshot(
@@ -385,7 +418,7 @@ class Agent:
             return {
                 "ok": True,
                 "workers": [w.as_dict(now) for w in self._children.workers.values()],
-                "node": self._node.status(),
+                "node": self._node_status(),
                 **self._sync.status(events=request.body.get("events") is True),
             }
         if command == "restart-worker":
@@ -404,6 +437,12 @@ class Agent:
             self._begin_stop("stop requested")
             return {"ok": True}
         return {"ok": False, "error": f"unknown command {command!r}"}
+
+    def _node_status(self) -> dict[str, Any]:
+        found = self._node.status()
+        if "node-shutdown" in self._children.workers:
+            found["shutdown"] = self._node_shutdown.status()
+        return found
 
     # --- shutdown --------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pkletd.supervisor.config import KubeletConfig, v1beta1
 from pkletd.supervisor.forkserver import WorkerEntry
+from pkletd.supervisor.node import shutdownplan
 from pkletd.workers import filesource, http, httpsource, logrotator, pleg, podresources, prober
 from pkletd.workers.lifecycle import WorkerSettings
 
@@ -60,6 +61,15 @@ def entries(config: KubeletConfig) -> dict[str, WorkerEntry]:
         )
     if config.kubeconfig:
         found.update(cluster_entries(config, settings))
+    shutdown_s = shutdownplan.requested_s(
+        shutdownplan.groups(
+            config.shutdown_grace_period,
+            config.shutdown_grace_period_critical_pods,
+            config.shutdown_grace_period_by_pod_priority,
+        )
+    )
+    if shutdown_s:
+        found["node-shutdown"] = node_shutdown_entry(config, settings("node-shutdown"), shutdown_s)
     found["log-rotator"] = functools.partial(
         logrotator.main,
         settings("log-rotator"),
@@ -131,6 +141,19 @@ def cluster_entries(
             ),
         ),
     }
+
+
+def node_shutdown_entry(
+    config: KubeletConfig, settings: WorkerSettings, grace_period_s: int
+) -> WorkerEntry:
+    """The worker that holds logind's delay lock. Imported here, only when a grace period
+    is configured: a node without one does not carry the D-Bus client."""
+    from pkletd.workers import nodeshutdown
+
+    options = nodeshutdown.InhibitorOptions(
+        grace_period_s, Path(config.logind_conf_dir), nodeshutdown.system_bus_address()
+    )
+    return functools.partial(nodeshutdown.main, settings, options)
 
 
 def http_listens(config: KubeletConfig) -> list[http.Listen]:

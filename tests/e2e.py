@@ -118,6 +118,7 @@ class Pkletd:
         self.port = free_port()  # the kubelet API's (10250 is one per host)
         self.heartbeat_timeout = heartbeat_timeout
         self.extra_args: list[str] = []  # more flags for `pkletd start`
+        self.env: dict[str, str] = {}  # more environment for `pkletd start`
         self.config = self.base / "kubelet-config.yaml"
         self.proc: subprocess.Popen[bytes] | None = None
         self.session = -1
@@ -160,7 +161,11 @@ class Pkletd:
     def start(self, wait: bool = True) -> Pkletd:
         out = open(self.base / "stderr.log", "ab")  # noqa: SIM115 (lives as long as the process)
         self.proc = subprocess.Popen(
-            self.args(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            self.args(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, **self.env},
         )
         out.close()
         self.session = self.proc.pid  # the leader of its own session: workers inherit it

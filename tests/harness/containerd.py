@@ -85,6 +85,7 @@ APT_PACKAGES = (
     "busybox-static",
     "docker-registry",
     "prometheus",
+    "dbus",  # dbus-daemon: the private system bus of the graceful shutdown tests
 )
 
 START_TIMEOUT = 60.0
@@ -136,7 +137,7 @@ def missing_dependencies() -> list[str]:
     """Host binaries the harness needs that are not installed."""
     missing = [
         cmd
-        for cmd in ("containerd", "ctr", "containerd-shim-runc-v2", "runc")
+        for cmd in ("containerd", "ctr", "containerd-shim-runc-v2", "runc", "dbus-daemon")
         if shutil.which(cmd) is None
     ]
     files = [CNI_BIN_DIR / p for p in ("bridge", "host-local", "loopback", "portmap")]
@@ -146,8 +147,8 @@ def missing_dependencies() -> list[str]:
 
 
 def ensure_installed() -> None:
-    """Install containerd, runc, CNI plugins, catatonit, busybox-static, docker-registry
-    and prometheus with apt if missing; the services apt enables are turned off."""
+    """Install containerd, runc, CNI plugins, catatonit, busybox-static, docker-registry,
+    prometheus and dbus with apt if missing; the services apt enables are turned off."""
     missing = missing_dependencies()
     if not missing:
         return
