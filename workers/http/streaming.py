@@ -60,14 +60,10 @@ class Streaming:
             flags = stream_flags(request.query)
         except BadStreamRequest as exc:
             return _text(400, str(exc))
-        pod = self._pod(request)
-        if pod is None:
-            return _text(404, "pod does not exist")
-        name = request.match_info["container"]
-        container_id = running_container(pod, name, request.match_info.get("uid", ""))
-        if container_id is None:
-            return _text(500, f'container not found ("{name}")')
-        command = exec_command(request.query)
+        found = self._container(request, _not_found)
+        if isinstance(found, web.Response):
+            return found
+        container_id, command = found[1], exec_command(request.query)
         return await self._stream(
             request, lambda: self._runtime.exec_url(container_id, command, flags)
         )
@@ -77,14 +73,12 @@ class Streaming:
             flags = stream_flags(request.query)
         except BadStreamRequest as exc:
             return _text(400, str(exc))
-        pod = self._pod(request)
-        if pod is None:
-            return _text(404, "pod does not exist")
-        name = request.match_info["container"]
-        container_id = running_container(pod, name, request.match_info.get("uid", ""))
-        if container_id is None:
-            return _text(500, f"container {name} not found in pod {full_name(pod)}")
-        flags = dataclasses.replace(flags, tty=bool(container_spec(pod, name).get("tty")))
+        found = self._container(request, _not_in_pod)
+        if isinstance(found, web.Response):
+            return found
+        pod, container_id = found
+        tty = bool(container_spec(pod, request.match_info["container"]).get("tty"))
+        flags = dataclasses.replace(flags, tty=tty)
         return await self._stream(request, lambda: self._runtime.attach_url(container_id, flags))
 
     async def port_forward(self, request: web.Request) -> web.StreamResponse:
@@ -111,13 +105,10 @@ class Streaming:
         return await self._stream(request, lambda: self._runtime.port_forward_url(newest.id, ports))
 
     async def run(self, request: web.Request) -> web.StreamResponse:
-        pod = self._pod(request)
-        if pod is None:
-            return _text(404, "pod does not exist")
-        name = request.match_info["container"]
-        container_id = running_container(pod, name, request.match_info.get("uid", ""))
-        if container_id is None:
-            return _text(500, f'container not found ("{name}")')
+        found = self._container(request, _not_found)
+        if isinstance(found, web.Response):
+            return found
+        container_id = found[1]
         command = run_command(request.query)
         try:
             result = await asyncio.wrap_future(
@@ -137,6 +128,19 @@ class Streaming:
 
     def _pod(self, request: web.Request) -> Pod | None:
         return self._view.find_pod(request.match_info["namespace"], request.match_info["pod"])
+
+    def _container(
+        self, request: web.Request, missing: Callable[[str, Pod], str]
+    ) -> tuple[Pod, str] | web.Response:
+        """The path's pod and the runtime ID of its running container; else the answer."""
+        pod = self._pod(request)
+        if pod is None:
+            return _text(404, "pod does not exist")
+        name = request.match_info["container"]
+        container_id = running_container(pod, name, request.match_info.get("uid", ""))
+        if container_id is None:
+            return _text(500, missing(name, pod))
+        return pod, container_id
 
     async def _stream(self, request: web.Request, url_of: Callable[[], str]) -> web.StreamResponse:
         if not is_upgrade_request(request.headers):
@@ -185,6 +189,14 @@ def _alive(pod: Pod, sandboxes: list[SandboxInfo]) -> bool:
     status = pod.get("status") or {}
     statuses = [s for kind in STATUS_KINDS for s in status.get(kind) or []]
     return any("running" in (s.get("state") or {}) for s in statuses)
+
+
+def _not_found(name: str, pod: Pod) -> str:
+    return f'container not found ("{name}")'
+
+
+def _not_in_pod(name: str, pod: Pod) -> str:
+    return f"container {name} not found in pod {full_name(pod)}"
 
 
 def _cri_failure(exc: CriError) -> web.Response:
