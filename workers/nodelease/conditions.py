@@ -4,7 +4,8 @@ Inputs are plain values: ``RuntimeState`` (what the last CRI Status said, the
 kubelet's ``runtimeState``), ``ParentHealth`` (what the parent's ``ParentAlive``
 broadcasts said: its sync loop and PLEG) and the limits. ``ready_errors`` lists why the
 node is not ready, in the kubelet's words and order (runtime errors, with the health
-checks, then network errors); ``set_conditions`` updates a Node's conditions in place
+checks, then network errors, then "node is shutting down" while the parent says a
+graceful node shutdown is under way); ``set_conditions`` updates a Node's conditions in place
 of the old ones: MemoryPressure, DiskPressure and PIDPressure (pkletd has no eviction
 manager yet, so never under pressure) and Ready last. A condition's
 ``lastHeartbeatTime`` is the time of this write; its ``lastTransitionTime`` changes only
@@ -20,6 +21,7 @@ from typing import Any
 from pkletd.ipc.cri import RuntimeCondition
 from pkletd.workers.nodelease.timing import go_duration, rfc3339
 
+SHUTTING_DOWN = "node is shutting down"  # the node shutdown manager's ShutdownStatus
 NETWORK_UNKNOWN = "network state unknown"  # the kubelet's ErrNetworkUnknown, until checked
 PLEG_THRESHOLD_S = 180.0  # the kubelet's relistThreshold; ParentAlive.pleg_ok says past it
 REQUIRED_CAPACITY = ("cpu", "memory", "pods", "ephemeral-storage")
@@ -52,11 +54,14 @@ class ParentHealth:
     sync_loop_ok: bool = True
     pleg_ok: bool = True
     pleg_bad_since: float | None = None  # the first ParentAlive of this unhealthy spell
+    shutting_down: bool = False  # a graceful node shutdown is under way
 
-    def heard(self, now: float, sync_loop_ok: bool, pleg_ok: bool) -> ParentHealth:
+    def heard(
+        self, now: float, sync_loop_ok: bool, pleg_ok: bool, shutting_down: bool = False
+    ) -> ParentHealth:
         """The health after a ParentAlive at ``now``."""
         bad_since = None if pleg_ok else (self.pleg_bad_since or now)
-        return ParentHealth(now, sync_loop_ok, pleg_ok, bad_since)
+        return ParentHealth(now, sync_loop_ok, pleg_ok, bad_since, shutting_down=shutting_down)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +112,8 @@ def ready_errors(
         errors.append(runtime.runtime_error)
     if runtime.network_error:
         errors.append(runtime.network_error)
+    if parent.shutting_down:
+        errors.append(SHUTTING_DOWN)
     missing = [name for name in REQUIRED_CAPACITY if name not in capacity]
     if missing:
         errors.append(f"Missing node capacity for resources: {', '.join(missing)}")

@@ -54,6 +54,7 @@ class Inputs:
     composed and what the parent's broadcasts said."""
 
     def __init__(self, template: Obj, parent: ParentHealth) -> None:
+        self.wake = threading.Event()  # the status thread writes now (or sees it must stop)
         self._lock = threading.Lock()
         self._template = template
         self._parent = parent
@@ -62,9 +63,14 @@ class Inputs:
         with self._lock:
             self._template = template
 
-    def heard_parent(self, now: float, sync_loop_ok: bool, pleg_ok: bool) -> None:
+    def heard_parent(
+        self, now: float, sync_loop_ok: bool, pleg_ok: bool, shutting_down: bool = False
+    ) -> bool:
+        """Take a ParentAlive; True when it starts or ends a node shutdown."""
         with self._lock:
-            self._parent = self._parent.heard(now, sync_loop_ok, pleg_ok)
+            was = self._parent.shutting_down
+            self._parent = self._parent.heard(now, sync_loop_ok, pleg_ok, shutting_down)
+            return was != shutting_down
 
     def parent_answered(self, now: float) -> None:
         """The parent answered (a snapshot): alive, its health as last heard."""
@@ -98,10 +104,12 @@ class StatusReporter:
         self._ready = ""  # the Ready status last written
 
     def run(self, stop: threading.Event) -> None:
+        """A round every ``update_frequency``, or at once when woken (a node shutdown: the
+        kubelet syncs the node status as it starts); ``stop`` also wakes it."""
         while not stop.is_set():
             self.sync(stop)
-            if self._clock.wait(stop, self._options.update_frequency):
-                return
+            self._clock.wait(self._inputs.wake, self._options.update_frequency)
+            self._inputs.wake.clear()
 
     def sync(self, stop: threading.Event) -> None:
         if self._options.register_node and not self._registered:

@@ -122,9 +122,10 @@ class NodeLeaseWorker:
 
     def on_broadcast(self, message: Message) -> None:
         if isinstance(message, ParentAlive) and self._inputs is not None:
-            self._inputs.heard_parent(
-                self._clock.monotonic(), message.sync_loop_ok, message.pleg_ok
-            )
+            now = self._clock.monotonic()
+            ok = (message.sync_loop_ok, message.pleg_ok)
+            if self._inputs.heard_parent(now, *ok, shutting_down=message.shutting_down):
+                self._inputs.wake.set()  # Ready changes now, not at the next round
 
     def fds(self) -> Sequence[int]:
         return (self._outcomes.fileno(),)
@@ -141,6 +142,8 @@ class NodeLeaseWorker:
 
     def close(self) -> None:
         self._stop.set()
+        if self._inputs is not None:
+            self._inputs.wake.set()
         deadline = time.monotonic() + JOIN_S
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
