@@ -69,7 +69,11 @@ def _duration(seconds: float) -> str:
 
 
 def format_status(status: dict[str, Any], now: float | None = None) -> str:
-    lines = [_node_line(status["node"], time.time() if now is None else now), ""]
+    lines = [
+        _node_line(status["node"], time.time() if now is None else now),
+        *_shutdown_line(status["node"]),
+        "",
+    ]
     rows: list[tuple[str, ...]] = [("WORKER", "PID", "STATE", "RESTARTS", "UPTIME", "LAST EXIT")]
     for w in status["workers"]:
         uptime = _duration(w["uptime_s"]) if w["uptime_s"] else "-"
@@ -91,6 +95,19 @@ def format_status(status: dict[str, Any], now: float | None = None) -> str:
         rows.append((f"{p['namespace']}/{p['name']}", p["phase"], containers or "-"))
     lines += _table(rows)
     return "\n".join(lines)
+
+
+def _shutdown_line(node: dict[str, Any]) -> list[str]:
+    """``shutdown: idle, delay lock held (logind allows 30s of the 30s grace period)``,
+    with the worker's error; nothing when graceful node shutdown is off."""
+    shutdown = node.get("shutdown")
+    if shutdown is None:
+        return []
+    lock = "delay lock held" if shutdown["inhibitor_held"] else "no delay lock"
+    allows = f"logind allows {shutdown['inhibit_delay_max_s']:g}s"
+    line = f"shutdown: {shutdown['stage']}, {lock} ({allows} of the "
+    line += f"{shutdown['grace_period_s']}s grace period)"
+    return [line + (f", error: {shutdown['error']}" if shutdown["error"] else "")]
 
 
 def _node_line(node: dict[str, Any], now: float) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 
 from pkletd.ipc.apimodel.podspec import Pod, PodUID, parse_pod
 from pkletd.ipc.apimodel.priority import SYSTEM_CRITICAL
+from pkletd.supervisor.cli import format_status
 from pkletd.supervisor.node import shutdownplan
 from pkletd.supervisor.node.shutdown import REFUSED, TERMINATED, NodeShutdown, ShutdownStage
 from pkletd.supervisor.node.shutdownplan import Group
@@ -155,3 +156,20 @@ def test_a_file_the_kubelet_wrote_is_read_and_a_bad_one_is_nothing(tmp_path: Pat
     assert times.end == 0.0 and abs(times.start - 1714557600.123456) < 1e-3
     path.write_text("not json")
     assert StateFile(tmp_path).load() == ShutdownTimes()
+
+
+def test_pkletd_status_shows_the_shutdown_line() -> None:
+    node = {"name": "n1", "joined": False}
+    assert format_status({"node": node, "workers": [], "pods": []}).splitlines()[1] == ""
+    node["shutdown"] = {
+        "stage": "stopping",
+        "grace_period_s": 30,
+        "inhibitor_held": True,
+        "inhibit_delay_max_s": 5.0,
+        "error": "InhibitDelayMaxSec too short",
+    }
+    line = format_status({"node": node, "workers": [], "pods": []}).splitlines()[1]
+    assert line == (
+        "shutdown: stopping, delay lock held (logind allows 5s of the 30s grace period), "
+        "error: InhibitDelayMaxSec too short"
+    )
