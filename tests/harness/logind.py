@@ -157,6 +157,9 @@ class LogindStandIn:
         return self._call(self._emit(active))
 
     def inhibitors(self) -> list[Inhibitor]:
+        """Every lock handed out, oldest first (as they were when it stopped, after)."""
+        if not self._thread.is_alive():
+            return [Inhibitor(**vars(i)) for i in self._inhibitors]
         return self._call(self._copy())
 
     def delay_s(self) -> float:
