@@ -324,7 +324,7 @@ class Agent:
     def _on_message(self, identity: bytes, envelope: Envelope) -> None:
         name, _, pid_text = identity.decode(errors="replace").partition("/")
         worker = self._children.workers.get(name)
-        pid = int(pid_text) if pid_text.isdigit() else -1
+        pid = int(pid_text) if pid_text.isascii() and pid_text.isdigit() else -1  # not "²"
         if worker is None or worker.pid != pid or envelope.sender != name:
             log.warning(
                 "dropped message from unknown or stale worker identity=%r kind=%s",
