@@ -16,10 +16,12 @@ status. Times are measured from the signal, with generous bounds.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,6 +111,14 @@ def terminated_by_shutdown(status: dict[str, Any]) -> bool:
     )
 
 
+def ended_gauge(pkletd: Pkletd) -> float:
+    url = f"http://127.0.0.1:{pkletd.read_only_port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as reply:
+        text = reply.read().decode()
+    found = re.search(r"^kubelet_graceful_shutdown_end_time_seconds (\S+)$", text, re.MULTILINE)
+    return float(found.group(1)) if found else 0.0
+
+
 def rejected(pkletd: Pkletd, name: str) -> dict[str, Any] | None:
     status = (api_pod(pkletd, name) or {}).get("status") or {}
     return status if status.get("reason") == "NodeShutdown" else None
@@ -148,6 +158,7 @@ def test_regular_pods_stop_first_critical_ones_last_and_the_lock_is_released(
     reasons = [(e["reason"], e["message"]) for e in pkletd.events()]
     assert ("NodeShutdown", "Shutdown manager detected shutdown event") in reasons
     assert (pkletd.root_dir / "graceful_node_shutdown_state").exists()
+    wait_for("the shutdown's gauges", lambda: ended_gauge(pkletd) > 0, timeout=15)
 
     pkletd.put("late", pod_manifest("late"))  # the node is shutting down: refused
     refused = wait_for("late refused", lambda: rejected(pkletd, "late"))
