@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, InvalidStateError
@@ -256,12 +257,15 @@ class RegistryAuth:
 
 @dataclass(frozen=True, slots=True)
 class ListedImage:
-    """An image as CRI ListImages reports it: its names and its size in bytes."""
+    """An image as CRI ListImages reports it: its names, its size in bytes, and whether the
+    runtime pinned it (kept from garbage collection, as containerd 1.7+ pins its sandbox
+    image)."""
 
     id: str
     repo_tags: tuple[str, ...]
     repo_digests: tuple[str, ...]
     size: int
+    pinned: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,9 +354,20 @@ class CriRuntime:
         """Every image the runtime has (CRI ListImages)."""
         reply = self._call(self._images, "ListImages", pb.ListImagesRequest(), "images")
         return [
-            ListedImage(i.id, tuple(i.repo_tags), tuple(i.repo_digests), int(i.size))
+            ListedImage(i.id, tuple(i.repo_tags), tuple(i.repo_digests), int(i.size), i.pinned)
             for i in reply.images
         ]
+
+    def sandbox_image(self) -> str:
+        """The image the runtime runs sandboxes from, as its verbose CRI Status tells it
+        (containerd's ``sandboxImage``); "" if the runtime does not say."""
+        reply = self._call(self._runtime, "Status", pb.StatusRequest(verbose=True), "runtime")
+        try:
+            config = json.loads(reply.info.get("config", "{}"))
+        except ValueError:
+            return ""
+        image = config.get("sandboxImage", "") if isinstance(config, dict) else ""
+        return image if isinstance(image, str) else ""
 
     def image_fs_info(self) -> list[FilesystemUsage]:
         """The filesystems the runtime keeps images on (CRI ImageFsInfo)."""
@@ -549,6 +564,10 @@ class CriRuntime:
     def remove_container(self, container_id: ContainerID) -> None:
         request = pb.RemoveContainerRequest(container_id=container_id)
         self._call(self._runtime, "RemoveContainer", request, f"container={container_id}")
+
+    def remove_image(self, image_id: str) -> None:
+        request = pb.RemoveImageRequest(image=pb.ImageSpec(image=image_id))
+        self._call(self._images, "RemoveImage", request, f"image={image_id}")
 
 
 def _stream_url(method: str, target: str, reply: Any) -> str:

@@ -272,6 +272,108 @@ class InhibitorReported:
     error: str = ""
 
 
+# --- garbage collection: image-gc -> parent -> image-gc -----------------------------
+
+
+class GarbageKind(enum.StrEnum):
+    """What one collection looked at: the kubelet's container GC (dead containers, dead
+    sandboxes, pod log dirs; every minute) or its image GC (every five minutes)."""
+
+    CONTAINERS = "containers"
+    IMAGES = "images"
+
+
+class DeadContainer(TypedDict):
+    """A container that is not running, of the pod ``pod_uid``, by its container name."""
+
+    id: str
+    pod_uid: str
+    name: str
+
+
+class DeadSandbox(TypedDict):
+    """A sandbox that is not ready and holds no container."""
+
+    id: str
+    pod_uid: str
+
+
+class PodLogDir(TypedDict):
+    """``<podLogsDir>/<name>``, the log dir of the pod ``pod_uid`` (``<ns>_<pod>_<uid>``)."""
+
+    name: str
+    pod_uid: str
+
+
+class UnusedImage(TypedDict):
+    """An image no container uses: its id, its size in bytes, and whether it has been
+    unused for longer than ``imageMaximumGCAge`` (then removed whatever the disk usage)."""
+
+    id: str
+    size: int
+    expired: bool
+
+
+class ImageFsUsage(TypedDict):
+    """The image filesystem as statfs sees it, in bytes (the kubelet's ImageFsStats), and
+    the percent of it used as image GC counts it (what is not available)."""
+
+    capacity_bytes: int
+    available_bytes: int
+    usage_percent: int
+
+
+@dataclass(frozen=True, slots=True)
+class GarbageFound:
+    """The image-gc worker's decision for one collection: what it would remove, in the
+    order to remove it (oldest first; images least recently used first). The parent
+    checks each candidate against its own book and removes what it agrees to.
+
+    ``wanted_bytes``: for images, how much to free (from the thresholds; 0 when usage is
+    under the high threshold): the parent removes the ``expired`` images, then the others
+    in order until that much is freed. ``reclaim``: the collection a ``ReclaimRequested``
+    asked for (every unused image; no shortfall is an error). ``error``: why the worker
+    could not decide ("" when it could); ``image_fs`` is the filesystem it read."""
+
+    kind = "GarbageFound"
+    collection: GarbageKind
+    reclaim: bool = False
+    containers: list[DeadContainer] = field(default_factory=list)
+    sandboxes: list[DeadSandbox] = field(default_factory=list)
+    log_dirs: list[PodLogDir] = field(default_factory=list)
+    images: list[UnusedImage] = field(default_factory=list)
+    wanted_bytes: int = 0
+    image_fs: ImageFsUsage | None = None
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ReclaimRequested:
+    """Free node-level disk now: every dead container beyond the policy and every unused
+    image old enough (the kubelet eviction manager's ``reclaimNodeLevelResources``). A
+    worker sends it to the parent, which broadcasts it; the image-gc worker collects at
+    once and ``GarbageCollected`` with ``reclaim`` says what it freed."""
+
+    kind = "ReclaimRequested"
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class GarbageCollected:
+    """Broadcast: the parent carried out one ``GarbageFound``: how many of each it removed,
+    the bytes the removed images took, and what failed ("" when nothing did)."""
+
+    kind = "GarbageCollected"
+    collection: GarbageKind
+    reclaim: bool
+    containers: int
+    sandboxes: int
+    log_dirs: int
+    images: int
+    freed_bytes: int
+    error: str
+
+
 # --- parent -> worker ---------------------------------------------------------------
 
 
@@ -421,6 +523,9 @@ Message = (
     | ObjectFetched
     | TokenIssued
     | ServicesListed
+    | GarbageFound
+    | ReclaimRequested
+    | GarbageCollected
 )
 
 MESSAGES: dict[str, type[Message]] = {
@@ -452,5 +557,8 @@ MESSAGES: dict[str, type[Message]] = {
         ObjectFetched,
         TokenIssued,
         ServicesListed,
+        GarbageFound,
+        ReclaimRequested,
+        GarbageCollected,
     )
 }

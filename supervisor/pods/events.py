@@ -64,6 +64,11 @@ class Reason(enum.Enum):
     NODE_HAS_DISK_PRESSURE = "NodeHasDiskPressure"
     NODE_HAS_SUFFICIENT_PID = "NodeHasSufficientPID"
     NODE_HAS_INSUFFICIENT_PID = "NodeHasInsufficientPID"
+    # garbage collection, on the node
+    IMAGE_GC_FAILED = "ImageGCFailed"
+    FREE_DISK_SPACE_FAILED = "FreeDiskSpaceFailed"
+    INVALID_DISK_CAPACITY = "InvalidDiskCapacity"
+    CONTAINER_GC_FAILED = "ContainerGCFailed"
 
 
 def go_duration(seconds: float) -> str:

@@ -10,13 +10,16 @@ unchanged::
     ...
     assert [c.method for c in runtime.calls] == ["RunPodSandbox", ...]
 
-Containers do not exit by themselves: ``exit(container_id, code)`` does it.
+Containers do not exit by themselves: ``exit(container_id, code)`` does it. An image
+is known by its name; its id is ``sha256:<name>``, its size ``image_sizes`` says (1024 by
+default), and it is pinned if ``pinned`` names it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import os.path
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -29,7 +32,9 @@ from pkletd.ipc.cri import (
     ContainerState,
     CriError,
     ExecResult,
+    FilesystemUsage,
     ImageInfo,
+    ListedImage,
     RegistryAuth,
     SandboxID,
     SandboxInfo,
@@ -39,6 +44,8 @@ from pkletd.ipc.cri import (
 from pkletd.supervisor.pods.runtime import Runtime
 
 POD_IP = "10.88.0.2"
+IMAGE_SIZE = 1024
+IMAGE_FS = "/fake/imagefs"  # the mount point ImageFsInfo names
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +60,10 @@ class FakeRuntime(Runtime):  # declared, so the type checker proves it fits
         self.sandboxes: dict[SandboxID, SandboxInfo] = {}
         self.containers: dict[ContainerID, ContainerInfo] = {}
         self.images = set(images)
+        self.image_sizes: dict[str, int] = {}
+        self.pinned: set[str] = set()
+        self.sandbox_image_name = ""  # what the verbose Status would say
+        self.log_paths: dict[ContainerID, str] = {}
         self.pulls: list[tuple[str, RegistryAuth | None]] = []  # each PullImage's image and auth
         self._failures: dict[str, list[CriError]] = {}
         self._clock = itertools.count(1_700_000_000_000_000_000, 1_000_000)
@@ -98,9 +109,37 @@ class FakeRuntime(Runtime):  # declared, so the type checker proves it fits
         self._record("ContainerStatus", container_id)
         return self._container(container_id, "ContainerStatus").state
 
+    def container_log_path(self, container_id: str) -> str:
+        self._record("ContainerStatus", container_id)
+        self._container(ContainerID(container_id), "ContainerStatus")
+        return self.log_paths[ContainerID(container_id)]
+
     def image_status(self, image: str) -> ImageInfo | None:
         self._record("ImageStatus", image)
-        return ImageInfo(f"sha256:{image}", 0, size=1024) if image in self.images else None
+        if image not in self.images:
+            return None
+        return ImageInfo(f"sha256:{image}", 0, size=self.image_sizes.get(image, IMAGE_SIZE))
+
+    def list_images(self) -> list[ListedImage]:
+        self._record("ListImages", "")
+        return [
+            ListedImage(
+                f"sha256:{name}",
+                (name,),
+                (),
+                self.image_sizes.get(name, IMAGE_SIZE),
+                name in self.pinned,
+            )
+            for name in sorted(self.images)
+        ]
+
+    def image_fs_info(self) -> list[FilesystemUsage]:
+        self._record("ImageFsInfo", "")
+        return [FilesystemUsage(next(self._clock), IMAGE_FS, None, None)]
+
+    def sandbox_image(self) -> str:
+        self._record("Status", "runtime")
+        return self.sandbox_image_name
 
     def exec_sync(self, container_id: str, command: tuple[str, ...], timeout_s: int) -> ExecResult:
         self._record("ExecSync", container_id)
@@ -171,6 +210,7 @@ class FakeRuntime(Runtime):  # declared, so the type checker proves it fits
                 labels={**spec.labels, POD_UID_LABEL: sandbox.uid},
                 annotations=dict(spec.annotations),
             )
+            self.log_paths[container_id] = os.path.join(sandbox.log_directory, spec.log_path)
         return container_id
 
     def start_container(self, container_id: ContainerID) -> None:
@@ -192,6 +232,14 @@ class FakeRuntime(Runtime):  # declared, so the type checker proves it fits
         self._container(container_id, "RemoveContainer")
         with self._lock:
             del self.containers[container_id]
+
+    def remove_image(self, image_id: str) -> None:
+        self._record("RemoveImage", image_id)
+        name = image_id.removeprefix("sha256:")
+        if name not in self.images:
+            raise CriError("RemoveImage", image_id, "NOT_FOUND", f"image {image_id} not found")
+        with self._lock:
+            self.images.discard(name)
 
     def close(self) -> None:
         pass
