@@ -32,7 +32,7 @@ Unknown-field policy for the file:
 * a field pkletd implements is type-checked and range-checked; a bad value is a
   ``ConfigError`` naming the file and the field;
 * a real KubeletConfiguration v1beta1 field that pkletd does not implement yet
-  (clusterDNS, cgroupDriver, evictionHard, ...) is accepted so that an existing
+  (clusterDNS, cgroupDriver, ...) is accepted so that an existing
   kubelet file keeps working, and is reported back in ``LoadResult.warnings``;
   its value is not checked;
 * any other name is a ``ConfigError``, with a "did you mean" hint when the name
@@ -51,6 +51,7 @@ import socket
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +107,12 @@ class KubeletConfig:
     system_reserved: tuple[tuple[str, str], ...]  # resource name, quantity
     kube_reserved: tuple[tuple[str, str], ...]
     eviction_hard: tuple[tuple[str, str], ...]  # signal, quantity or percentage
+    eviction_soft: tuple[tuple[str, str], ...]
+    eviction_soft_grace_period: tuple[tuple[str, float], ...]  # signal, seconds
+    eviction_minimum_reclaim: tuple[tuple[str, str], ...]
+    eviction_pressure_transition_period: float
+    eviction_max_pod_grace_period: int
+    merge_default_eviction_settings: bool
     tls_cert_file: str
     tls_private_key_file: str
     tls_min_version: str  # Go's name (VersionTLS12); "" is the worker's default
@@ -134,6 +141,7 @@ class KubeletConfig:
     worker_heartbeat_timeout: float
     pod_sync_parallelism: int
     pod_logs_cleanup_delay: float
+    eviction_monitoring_period: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,23 +383,79 @@ EVICTION_SIGNALS = (
 )
 
 
-def _eviction_map(value: object) -> tuple[tuple[str, str], ...]:
-    """evictionHard: signal -> a quantity or a percentage."""
+# The kubelet's DefaultEvictionHard on Linux (pkg/kubelet/eviction/defaults_linux.go).
+DEFAULT_EVICTION_HARD = (
+    ("memory.available", "100Mi"),
+    ("nodefs.available", "10%"),
+    ("nodefs.inodesFree", "5%"),
+    ("imagefs.available", "15%"),
+)
+
+
+def _signal_map(value: object, what: str) -> dict[str, str]:
     if not isinstance(value, dict):
-        raise ValueError(f"must be a mapping of signals to thresholds, got {_show(value)}")
-    pairs = []
-    for signal, threshold in value.items():
+        raise ValueError(f"must be a mapping of signals to {what}, got {_show(value)}")
+    found = {}
+    for signal, amount in value.items():
         if signal not in EVICTION_SIGNALS:
-            raise ValueError(f"unknown eviction signal {_show(signal)}")
-        text = str(threshold)
+            raise ValueError(f"unsupported eviction signal {_show(signal)}")
+        if isinstance(amount, bool) or not isinstance(amount, str | int | float):
+            raise ValueError(f"{signal}: must be a string, got {_show(amount)}")
+        found[str(signal)] = str(amount)
+    return found
+
+
+def _signal_percent(signal: str, text: str) -> float:
+    try:
+        return float(text.removesuffix("%"))
+    except ValueError:
+        raise ValueError(f"{signal}: invalid percentage {_show(text)}") from None
+
+
+def _signal_quantity(signal: str, text: str) -> Fraction:
+    try:
+        return quantity.parse(text)
+    except quantity.BadQuantity as exc:
+        raise ValueError(f"{signal}: invalid quantity {_show(text)}: {exc}") from None
+
+
+def _eviction_map(value: object) -> tuple[tuple[str, str], ...]:
+    """evictionHard, evictionSoft: signal -> a positive quantity or a percentage, checked as
+    the kubelet's ParseThresholdConfig checks them (it ignores 0% and 100%)."""
+    pairs = []
+    for signal, text in _signal_map(value, "thresholds").items():
+        if text.endswith("%"):
+            percent = _signal_percent(signal, text)
+            if not 0 <= percent <= 100:
+                bound = ">= 0%" if percent < 0 else "<= 100%"
+                raise ValueError(f"eviction percentage threshold {signal} must be {bound}: {text}")
+        elif _signal_quantity(signal, text) <= 0:
+            raise ValueError(f"eviction threshold {signal} must be positive: {text}")
+        pairs.append((signal, text))
+    return tuple(pairs)
+
+
+def _grace_periods(value: object) -> tuple[tuple[str, float], ...]:
+    """evictionSoftGracePeriod: signal -> a duration (seconds)."""
+    pairs = []
+    for signal, text in _signal_map(value, "durations").items():
         try:
-            if text.endswith("%"):
-                if not 0 <= float(text[:-1]) <= 100:
-                    raise ValueError
-            elif quantity.parse(text) < 0:
-                raise ValueError
-        except (ValueError, quantity.BadQuantity):
-            raise ValueError(f"{signal}: invalid threshold {_show(threshold)}") from None
+            pairs.append((signal, parse_duration(text)))
+        except ValueError as exc:
+            raise ValueError(f"{signal}: {exc}") from None
+    return tuple(pairs)
+
+
+def _minimum_reclaims(value: object) -> tuple[tuple[str, str], ...]:
+    """evictionMinimumReclaim: signal -> a quantity (not negative) or a positive percentage."""
+    pairs = []
+    for signal, text in _signal_map(value, "quantities").items():
+        if text.endswith("%") and _signal_percent(signal, text) <= 0:
+            raise ValueError(
+                f"eviction percentage minimum reclaim {signal} must be positive: {text}"
+            )
+        if not text.endswith("%") and _signal_quantity(signal, text) < 0:
+            raise ValueError(f"negative eviction minimum reclaim specified for {signal}")
         pairs.append((signal, text))
     return tuple(pairs)
 
@@ -562,7 +626,17 @@ _FIELDS: tuple[_Field, ...] = (
            None, ""),
     _Field("systemReserved", "system_reserved", _quantity_map, (), None, ""),
     _Field("kubeReserved", "kube_reserved", _quantity_map, (), None, ""),
-    _Field("evictionHard", "eviction_hard", _eviction_map, (), None, ""),
+    _Field("evictionHard", "eviction_hard", _eviction_map, DEFAULT_EVICTION_HARD, None, ""),
+    _Field("evictionSoft", "eviction_soft", _eviction_map, (), None, ""),
+    _Field("evictionSoftGracePeriod", "eviction_soft_grace_period", _grace_periods, (), None,
+           ""),
+    _Field("evictionMinimumReclaim", "eviction_minimum_reclaim", _minimum_reclaims, (), None,
+           ""),
+    _Field("evictionPressureTransitionPeriod", "eviction_pressure_transition_period", _duration,
+           300.0, None, ""),
+    _Field("evictionMaxPodGracePeriod", "eviction_max_pod_grace_period", _int32, 0, None, ""),
+    _Field("mergeDefaultEvictionSettings", "merge_default_eviction_settings", _bool, False,
+           None, ""),
     _Field("tlsCertFile", "tls_cert_file", _string, "", "--tls-cert-file",
            "serving certificate of the kubelet API (with its CA after it); empty: a "
            "self-signed one in <root-dir>/pki"),
@@ -627,6 +701,8 @@ _FIELDS: tuple[_Field, ...] = (
            "how many pods are synced at once"),
     _Field(None, "pod_logs_cleanup_delay", _duration, 60.0, "--pod-logs-cleanup-delay",
            "how long a pod log dir must have had no pod before it is removed"),
+    _Field(None, "eviction_monitoring_period", _duration, 10.0, "--eviction-monitoring-period",
+           "how often the eviction signals are measured (the kubelet's is fixed at 10s)"),
 )  # fmt: skip
 
 _BY_YAML = {field.yaml: field for field in _FIELDS if field.yaml is not None}
@@ -835,7 +911,25 @@ def load(args: argparse.Namespace) -> LoadResult:
     values.update(_flag_values(args, with_file))
     _check_shutdown(values)
     _check_tls(values)
+    _settle_eviction(values)
     return LoadResult(KubeletConfig(**values), warnings)
+
+
+def _settle_eviction(values: dict[str, Any]) -> None:
+    """Every soft threshold needs its grace period (the kubelet will not start without);
+    with mergeDefaultEvictionSettings the signals evictionHard leaves out keep their
+    defaults, without it an evictionHard given replaces them whole."""
+    periods = dict(values["eviction_soft_grace_period"])
+    for signal, _ in values["eviction_soft"]:
+        if signal not in periods:
+            raise ConfigError(
+                "evictionSoftGracePeriod: grace period must be specified for the soft "
+                f"eviction threshold {signal}"
+            )
+    if values["merge_default_eviction_settings"]:
+        given = {signal for signal, _ in values["eviction_hard"]}
+        missing = tuple(pair for pair in DEFAULT_EVICTION_HARD if pair[0] not in given)
+        values["eviction_hard"] = values["eviction_hard"] + missing
 
 
 def _check_tls(values: dict[str, Any]) -> None:
@@ -912,8 +1006,10 @@ def _v1beta1_value(field: _Field, value: Any) -> Any:
         return [{"priority": p, "shutdownGracePeriodSeconds": s} for p, s in value]
     if field.attr == "register_with_taints":
         return [taint.as_api() for taint in value]
-    if field.parse in (_quantity_map, _eviction_map):
+    if field.parse in (_quantity_map, _eviction_map, _minimum_reclaims):
         return dict(value)
+    if field.parse is _grace_periods:
+        return {signal: go_duration(seconds) for signal, seconds in value}
     return list(value) if isinstance(value, tuple) else value
 
 

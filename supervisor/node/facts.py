@@ -9,8 +9,8 @@ setters NodeAddress, MachineInfo (capacity and allocatable), VersionInfo (nodeIn
 GoRuntime and DaemonEndpoints. Conditions and images are the node-lease worker's.
 
 Allocatable is capacity minus ``systemReserved``, ``kubeReserved`` and the hard
-eviction thresholds (``memory.available`` and ``nodefs.available``; the kubelet's
-defaults ``100Mi`` and ``10%`` when ``evictionHard`` is unset), and memory minus
+eviction thresholds (``memory.available`` and ``nodefs.available`` of ``evictionHard``,
+whose defaults are the kubelet's), and memory minus
 every hugepage size, never below zero. Quantities are written as the API's
 ``Quantity.String()`` writes them: cpu and pods in decimal SI (``"2"``, ``"1900m"``,
 ``"110"``), memory, storage and hugepages in binary SI (``"16318500Ki"``). A byte
@@ -39,8 +39,6 @@ from pkletd.supervisor.config import KubeletConfig
 KUBELET_VERSION = "v1.32.0-pkletd"
 OPERATING_SYSTEM = "linux"
 CMAD_ANNOTATION = "volumes.kubernetes.io/controller-managed-attach-detach"
-# The kubelet's hard-eviction defaults on Linux (the signals that reserve allocatable).
-DEFAULT_EVICTION_HARD = (("memory.available", "100Mi"), ("nodefs.available", "10%"))
 EVICTION_RESOURCES = {"memory.available": "memory", "nodefs.available": "ephemeral-storage"}
 # Go's GOARCH for what platform.machine() says.
 GO_ARCH = {
@@ -205,7 +203,7 @@ def reservation(config: KubeletConfig, capacity: dict[str, Fraction]) -> dict[st
     total: dict[str, Fraction] = {}
     for name, amount in (*config.system_reserved, *config.kube_reserved):
         total[name] = total.get(name, Fraction(0)) + quantity.parse(amount)
-    for signal, threshold in config.eviction_hard or DEFAULT_EVICTION_HARD:
+    for signal, threshold in config.eviction_hard:
         resource = EVICTION_RESOURCES.get(signal)
         if resource is None or resource not in capacity:
             continue

@@ -88,7 +88,18 @@ def test_defaults_without_a_file() -> None:
         config_map_and_secret_change_detection_strategy="Watch",
         system_reserved=(),
         kube_reserved=(),
-        eviction_hard=(),
+        eviction_hard=(
+            ("memory.available", "100Mi"),
+            ("nodefs.available", "10%"),
+            ("nodefs.inodesFree", "5%"),
+            ("imagefs.available", "15%"),
+        ),
+        eviction_soft=(),
+        eviction_soft_grace_period=(),
+        eviction_minimum_reclaim=(),
+        eviction_pressure_transition_period=300.0,
+        eviction_max_pod_grace_period=0,
+        merge_default_eviction_settings=False,
         tls_cert_file="",
         tls_private_key_file="",
         tls_min_version="",
@@ -115,6 +126,7 @@ def test_defaults_without_a_file() -> None:
         worker_heartbeat_timeout=10.0,
         pod_sync_parallelism=10,
         pod_logs_cleanup_delay=60.0,
+        eviction_monitoring_period=10.0,
     )
 
 
@@ -282,7 +294,7 @@ maxPods: 50
 cgroupDriver: systemd
 tracing:
   endpoint: localhost:4317
-evictionSoft: {memory.available: 200Mi}
+podsPerCore: 10
 """,
     )
     result = load("--config", path)
@@ -294,7 +306,7 @@ evictionSoft: {memory.available: 200Mi}
             "clusterDomain",
             "cgroupDriver",
             "tracing",
-            "evictionSoft",
+            "podsPerCore",
         )
     )
 
@@ -674,11 +686,106 @@ def test_bad_cluster_flags_are_named(args: list[str], expected: str) -> None:
 
 def test_bad_cluster_fields_name_file_and_field(tmp_path: Path) -> None:
     path = write(tmp_path, "evictionHard: {memory.free: 1Gi}\n")
-    with pytest.raises(ConfigError, match='field "evictionHard": unknown eviction signal'):
+    with pytest.raises(ConfigError, match='field "evictionHard": unsupported eviction signal'):
         load("--config", path)
     path = write(tmp_path, "registerWithTaints: [{key: a, effect: Never}]\n")
     with pytest.raises(ConfigError, match='field "registerWithTaints"'):
         load("--config", path)
+
+
+def test_eviction_fields(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+evictionHard: {memory.available: 200Mi}
+evictionSoft: {memory.available: 1Gi, nodefs.available: 20%}
+evictionSoftGracePeriod: {memory.available: 1m30s, nodefs.available: 2m}
+evictionMinimumReclaim: {memory.available: 0Mi, nodefs.available: 500Mi, imagefs.available: 2%}
+evictionPressureTransitionPeriod: 30s
+evictionMaxPodGracePeriod: 20
+""",
+    )
+    result = load("--config", path, "--eviction-monitoring-period=2s")
+    cfg = result.config
+    assert result.warnings == ()
+    assert cfg.eviction_hard == (("memory.available", "200Mi"),)  # replaces the defaults
+    assert cfg.eviction_soft == (("memory.available", "1Gi"), ("nodefs.available", "20%"))
+    assert cfg.eviction_soft_grace_period == (
+        ("memory.available", 90.0),
+        ("nodefs.available", 120.0),
+    )
+    assert dict(cfg.eviction_minimum_reclaim) == {
+        "memory.available": "0Mi",
+        "nodefs.available": "500Mi",
+        "imagefs.available": "2%",
+    }
+    assert cfg.eviction_pressure_transition_period == 30.0
+    assert cfg.eviction_max_pod_grace_period == 20
+    assert cfg.eviction_monitoring_period == 2.0
+    shown = config.v1beta1(cfg)
+    assert shown["evictionSoftGracePeriod"] == {
+        "memory.available": "1m30s",
+        "nodefs.available": "2m0s",
+    }
+    assert shown["evictionHard"] == {"memory.available": "200Mi"}
+
+
+def test_merge_default_eviction_settings_keeps_the_other_defaults(tmp_path: Path) -> None:
+    path = write(
+        tmp_path, "evictionHard: {memory.available: 1Gi}\nmergeDefaultEvictionSettings: true\n"
+    )
+    assert load("--config", path).config.eviction_hard == (
+        ("memory.available", "1Gi"),
+        ("nodefs.available", "10%"),
+        ("nodefs.inodesFree", "5%"),
+        ("imagefs.available", "15%"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (
+            "evictionHard: {memory.available: 0Mi}",
+            'field "evictionHard": eviction threshold memory.available must be positive: 0Mi',
+        ),
+        (
+            "evictionSoft: {nodefs.available: 101%}\n"
+            "evictionSoftGracePeriod: {nodefs.available: 1m}",
+            'field "evictionSoft": eviction percentage threshold nodefs.available must be <= 100%',
+        ),
+        (
+            "evictionHard: {pid.available: lots}",
+            'field "evictionHard": pid.available: invalid quantity "lots"',
+        ),
+        (
+            "evictionSoftGracePeriod: {memory.available: 90}",
+            'field "evictionSoftGracePeriod": memory.available: invalid duration "90"',
+        ),
+        (
+            "evictionMinimumReclaim: {memory.available: 0%}",
+            'field "evictionMinimumReclaim": eviction percentage minimum reclaim memory.available '
+            "must be positive: 0%",
+        ),
+        (
+            "evictionMinimumReclaim: {memory.available: -1Mi}",
+            "negative eviction minimum reclaim specified for memory.available",
+        ),
+        ("evictionMaxPodGracePeriod: -1", 'field "evictionMaxPodGracePeriod": must be an integer'),
+        ("evictionSoft: [memory.available]", 'field "evictionSoft": must be a mapping of signals'),
+    ],
+)
+def test_bad_eviction_fields_are_named(tmp_path: Path, body: str, expected: str) -> None:
+    _, error = file_error(tmp_path, body + "\n")
+    assert expected in error
+
+
+def test_a_soft_threshold_needs_its_grace_period(tmp_path: Path) -> None:
+    _, error = file_error(tmp_path, "evictionSoft: {memory.available: 1Gi}\n")
+    assert error == (
+        "evictionSoftGracePeriod: grace period must be specified for the soft eviction "
+        "threshold memory.available"
+    )
 
 
 def test_change_detection_strategy(tmp_path: Path) -> None:
