@@ -21,7 +21,7 @@ from pkletd.ipc.apimodel.podspec import PodUID
 from pkletd.ipc.apimodel.probespec import ProbeType
 from pkletd.ipc.apimodel.references import ObjectKind
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # Runtime objects in ``Snapshot.containers``: container ids as they are, sandbox
 # ids behind this prefix.
@@ -374,6 +374,83 @@ class GarbageCollected:
     error: str
 
 
+# --- worker -> parent: eviction ---------------------------------------------------
+
+
+class SignalReading(TypedDict):
+    """One eviction signal as measured: ``available`` of ``capacity`` (bytes, inodes or
+    process ids)."""
+
+    signal: str
+    available: int
+    capacity: int
+
+
+class ThresholdReading(TypedDict):
+    """One threshold against its signal's reading: ``value`` as configured (``100Mi``,
+    ``10%``), ``grace_s`` 0 for a hard threshold, ``quantity`` what ``value`` comes to at
+    the signal's capacity (0 when the signal could not be read), ``met`` whether the
+    signal is below it now (grace periods aside)."""
+
+    signal: str
+    value: str
+    grace_s: float
+    quantity: int
+    met: bool
+
+
+class PodUsage(TypedDict):
+    """What one pod uses of the resource being reclaimed (bytes, inodes or processes, as
+    its ranking counts them), and each container's usage for the eviction message."""
+
+    uid: str
+    usage: int
+    containers: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class SignalsObserved:
+    """The eviction worker measured the eviction signals (every monitoring period): each
+    signal, each threshold against it, the pressure conditions in force (the transition
+    period applied: ``MemoryPressure``, ``DiskPressure``, ``PIDPressure``) and the
+    worker's own state, which the parent hands back in ``Snapshot.eviction``."""
+
+    kind = "SignalsObserved"
+    signals: list[SignalReading]
+    thresholds: list[ThresholdReading]
+    conditions: list[str]
+    state: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionThresholdMet:
+    """A threshold is met past its grace period: the worker sets out to reclaim
+    ``resource`` (memory, ephemeral-storage, inodes, pids). With ``reclaim`` it asks for
+    node-level reclaim first (``ReclaimRequested``) and measures again once it is done."""
+
+    kind = "EvictionThresholdMet"
+    signal: str
+    resource: str
+    reclaim: bool
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionNeeded:
+    """Only evicting a pod can relieve the threshold: the parent evicts one, ranked by
+    ``pods`` (the pods the worker measured; one it did not is ranked first). ``hard``: a
+    hard threshold's (the pod gets a 1 s grace period, a soft one's at most
+    ``evictionMaxPodGracePeriod``); ``threshold`` and ``available`` as the kubelet's
+    message prints them."""
+
+    kind = "EvictionNeeded"
+    signal: str
+    resource: str
+    hard: bool
+    threshold: str
+    available: str
+    pods: list[PodUsage]
+
+
 # --- parent -> worker ---------------------------------------------------------------
 
 
@@ -388,7 +465,8 @@ class Snapshot:
     ``probe_metrics`` the last ``ProbeMetrics`` samples. ``node`` is the Node object
     the parent registers (metadata, spec and the static part of its status);
     ``terminated`` lists the pods deleted in the API whose termination finished and
-    which wait for their final delete (``{"uid", "namespace", "name"}`` each).
+    which wait for their final delete (``{"uid", "namespace", "name"}`` each);
+    ``eviction`` is the eviction worker's last state (``SignalsObserved.state``).
     """
 
     kind = "Snapshot"
@@ -399,6 +477,7 @@ class Snapshot:
     probe_metrics: list[dict[str, Any]] = field(default_factory=list)
     node: dict[str, Any] = field(default_factory=dict)
     terminated: list[dict[str, Any]] = field(default_factory=list)
+    eviction: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -441,12 +520,14 @@ class EventRecorded:
 class ParentAlive:
     """Broadcast: the parent's sync loop ran; feeds the syncloop health check.
     ``pleg_ok``: PLEG relisted within the last 3 minutes (the kubelet's threshold);
-    ``shutting_down``: the node is shutting down (Ready turns False)."""
+    ``shutting_down``: the node is shutting down (Ready turns False); ``pressure``: the
+    pressure conditions in force (``MemoryPressure``...), as the eviction worker said."""
 
     kind = "ParentAlive"
     sync_loop_ok: bool
     pleg_ok: bool = True
     shutting_down: bool = False
+    pressure: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -526,6 +607,9 @@ Message = (
     | GarbageFound
     | ReclaimRequested
     | GarbageCollected
+    | SignalsObserved
+    | EvictionThresholdMet
+    | EvictionNeeded
 )
 
 MESSAGES: dict[str, type[Message]] = {
@@ -560,5 +644,8 @@ MESSAGES: dict[str, type[Message]] = {
         GarbageFound,
         ReclaimRequested,
         GarbageCollected,
+        SignalsObserved,
+        EvictionThresholdMet,
+        EvictionNeeded,
     )
 }

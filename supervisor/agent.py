@@ -22,6 +22,8 @@ from pkletd.ipc.codec import BadMessage, Envelope
 from pkletd.ipc.cri import CriError
 from pkletd.ipc.messages import (
     EventRecorded,
+    EvictionNeeded,
+    EvictionThresholdMet,
     Heartbeat,
     Hello,
     InhibitorReported,
@@ -39,6 +41,7 @@ from pkletd.ipc.messages import (
     ReleaseShutdownInhibitor,
     RelistCompleted,
     ServicesListed,
+    SignalsObserved,
     Snapshot,
     SnapshotRequest,
     TokenIssued,
@@ -60,6 +63,7 @@ from pkletd.supervisor.node.facts import (
     node_capacity,
     node_labels,
 )
+from pkletd.supervisor.node.pressure import NodePressure
 from pkletd.supervisor.node.shutdown import NodeShutdown
 from pkletd.supervisor.notify import Notifier
 from pkletd.supervisor.pods import admission
@@ -88,6 +92,9 @@ FACTS_FROM = {
     ObjectFetched: "pod-objects",
     TokenIssued: "pod-objects",
     ServicesListed: "pod-objects",
+    SignalsObserved: "eviction",
+    EvictionThresholdMet: "eviction",
+    EvictionNeeded: "eviction",
     NodeShutdownStarted: "node-shutdown",
     NodeShutdownCancelled: "node-shutdown",
     InhibitorReported: "node-shutdown",
@@ -138,6 +145,7 @@ class Agent:
         self._node_object: dict[str, Any] = {}  # what the node-lease worker registers
         self._sync = SyncLoop(self._parts(config, worker_names), self._bus.publish)
         self._node_shutdown = NodeShutdown.of(config, self._sync, self._events)
+        self._pressure = NodePressure(config.node_name, self._events)
         self._children = Children(
             worker_names, forkserver, config.worker_heartbeat_timeout, on_ready=self._worker_ready
         )
@@ -259,6 +267,7 @@ class Agent:
                     self._sync.runtime_ok,
                     self._node.pleg_ok(),
                     self._node_shutdown.shutting_down,
+                    list(self._pressure.conditions),
                 )
             )
             self._next_alive = now + ALIVE_S
@@ -378,6 +387,12 @@ class Agent:
             self._on_node_shutdown(message)
         elif isinstance(message, InhibitorReported):
             self._node_shutdown.inhibitor(message)
+        elif isinstance(message, SignalsObserved):
+            self._on_signals(message)
+        elif isinstance(message, EvictionThresholdMet):
+            self._pressure.threshold_met(message)
+        elif isinstance(message, EvictionNeeded):
+            self._sync.evict(message, self._config.eviction_max_pod_grace_period)
         else:
             log.warning(
                 "dropped message not meant for the parent kind=%s worker=%s", message.kind, name
@@ -390,6 +405,11 @@ class Agent:
             self._node_shutdown.cancelled()
         self._next_alive = 0.0  # the node's Ready follows at once
 
+    def _on_signals(self, message: SignalsObserved) -> None:
+        if self._pressure.observed(message):
+            self._sync.under_pressure(self._pressure.conditions)
+            self._next_alive = 0.0  # the node's conditions follow at once
+
     def _snapshot(self) -> Snapshot:
         return Snapshot(
             self._bus.seq,
@@ -399,6 +419,7 @@ class Agent:
             self._probes.metrics,
             self._node_object,
             self._pods.awaiting_delete(),
+            self._pressure.state,
         )
 
     # --- control -------------------------------------------------------------------
@@ -419,6 +440,7 @@ class Agent:
                 "ok": True,
                 "workers": [w.as_dict(now) for w in self._children.workers.values()],
                 "node": self._node_status(),
+                "pressure": self._pressure.status(),
                 **self._sync.status(events=request.body.get("events") is True),
             }
         if command == "restart-worker":

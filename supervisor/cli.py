@@ -74,6 +74,8 @@ def format_status(status: dict[str, Any], now: float | None = None) -> str:
         *_shutdown_line(status["node"]),
         "",
     ]
+    if status.get("pressure", {}).get("signals"):
+        lines += _pressure_lines(status["pressure"]) + [""]
     rows: list[tuple[str, ...]] = [("WORKER", "PID", "STATE", "RESTARTS", "UPTIME", "LAST EXIT")]
     for w in status["workers"]:
         uptime = _duration(w["uptime_s"]) if w["uptime_s"] else "-"
@@ -122,6 +124,47 @@ def _node_line(node: dict[str, Any], now: float) -> str:
     facts.append(f"lease renewed {_duration(now - renewed)} ago" if renewed else "no lease yet")
     facts.append(f"API error: {node['api_error']}" if node["api_error"] else "API ok")
     return f"node {node['name']}: {', '.join(facts)}"
+
+
+COUNTED_SIGNALS = ("nodefs.inodesFree", "imagefs.inodesFree", "pid.available")
+_UNITS = ((2**40, "Ti"), (2**30, "Gi"), (2**20, "Mi"), (2**10, "Ki"))
+
+
+def _pressure_lines(pressure: dict[str, Any]) -> list[str]:
+    """The eviction signals against their thresholds, then the pressure conditions."""
+    rows: list[tuple[str, ...]] = [("SIGNAL", "AVAILABLE", "CAPACITY", "THRESHOLDS")]
+    for reading in pressure["signals"]:
+        counted = reading["signal"] in COUNTED_SIGNALS
+        thresholds = ", ".join(_threshold_cell(t, counted) for t in reading["thresholds"])
+        rows.append(
+            (
+                reading["signal"],
+                _amount(reading["available"], counted),
+                _amount(reading["capacity"], counted),
+                thresholds or "-",
+            )
+        )
+    conditions = ", ".join(pressure["conditions"]) or "none"
+    return [*_table(rows), f"pressure: {conditions}"]
+
+
+def _threshold_cell(threshold: dict[str, Any], counted: bool) -> str:
+    """``hard <100Mi``, ``soft <10% (2.5Gi) for 1m30s``, with ``MET`` when it is."""
+    value = threshold["value"]
+    if value.endswith("%"):
+        value += f" ({_amount(threshold['quantity'], counted)})"
+    grace = threshold["grace_s"]
+    cell = f"soft <{value} for {_duration(grace)}" if grace else f"hard <{value}"
+    return cell + " MET" if threshold["met"] else cell
+
+
+def _amount(value: int, counted: bool) -> str:
+    if counted:
+        return str(value)
+    for size, unit in _UNITS:
+        if value >= size:
+            return f"{value / size:.1f}{unit}"
+    return str(value)
 
 
 def _container_cell(container: dict[str, Any]) -> str:

@@ -9,8 +9,18 @@ from pathlib import Path
 from pkletd.supervisor.config import KubeletConfig, v1beta1
 from pkletd.supervisor.forkserver import WorkerEntry
 from pkletd.supervisor.node import shutdownplan
-from pkletd.workers import filesource, http, httpsource, logrotator, pleg, podresources, prober
+from pkletd.workers import (
+    eviction,
+    filesource,
+    http,
+    httpsource,
+    logrotator,
+    pleg,
+    podresources,
+    prober,
+)
 from pkletd.workers.lifecycle import WorkerSettings
+from pkletd.workers.nodestats.summary import NodePaths
 
 HEARTBEATS_PER_TIMEOUT = 5
 
@@ -81,7 +91,29 @@ def entries(config: KubeletConfig) -> dict[str, WorkerEntry]:
         config.container_log_max_workers,
         config.pod_logs_cleanup_delay,
     )
+    found["eviction"] = functools.partial(
+        eviction.main,
+        settings("eviction"),
+        config.container_runtime_endpoint,
+        config.runtime_request_timeout,
+        NodePaths(config.node_name, Path(config.root_dir), Path(config.pod_logs_dir)),
+        eviction_options(config),
+    )
     return found
+
+
+def eviction_options(config: KubeletConfig) -> eviction.Options:
+    thresholds = eviction.from_config(
+        config.eviction_hard,
+        config.eviction_soft,
+        config.eviction_soft_grace_period,
+        config.eviction_minimum_reclaim,
+    )
+    return eviction.Options(
+        thresholds,
+        config.eviction_pressure_transition_period,
+        config.eviction_monitoring_period,
+    )
 
 
 def cluster_entries(

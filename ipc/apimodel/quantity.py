@@ -9,6 +9,7 @@ sizes that occur.
 
 from __future__ import annotations
 
+import enum
 import math
 import re
 from fractions import Fraction
@@ -61,3 +62,47 @@ def ceil_int(value: Fraction) -> int:
 def milli(value: Fraction) -> int:
     """The API's ``Quantity.MilliValue()``: thousandths, rounded up."""
     return math.ceil(value * 1000)
+
+
+class Format(enum.Enum):
+    """How the API writes a quantity: the format its text was parsed in."""
+
+    BINARY_SI = "BinarySI"  # 5Gi
+    DECIMAL_SI = "DecimalSI"  # 5G
+    DECIMAL_EXPONENT = "DecimalExponent"  # 5e9
+
+
+def format_of(text: str) -> Format:
+    """The format a quantity's text is in (the API keeps it for ``String()``)."""
+    match = _NUMBER.fullmatch(text.strip())
+    suffix = match.group(3) if match is not None else ""
+    if suffix in _BINARY:
+        return Format.BINARY_SI
+    return Format.DECIMAL_EXPONENT if _EXPONENT.fullmatch(suffix) else Format.DECIMAL_SI
+
+
+def canonical(value: Fraction | int, form: Format) -> str:
+    """``Quantity.String()``: the canonical text of ``value`` in ``form``. Binary SI takes
+    the largest power of 1024 that divides it (a value under 1024, or not whole, is
+    written in decimal SI); decimal forms take the largest power of 1000 that does, down
+    to nano (a finer value is rounded up to nano)."""
+    value = Fraction(value)
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    value = abs(value)
+    if form is Format.BINARY_SI and (value < 1024 or value.denominator != 1):
+        form = Format.DECIMAL_SI
+    if form is Format.BINARY_SI:
+        number, power = int(value), 0
+        while number % 1024 == 0 and power < len(_BINARY):
+            number, power = number // 1024, power + 1
+        suffix = next((s for s, bits in _BINARY.items() if bits == power * 10), "")
+        return f"{sign}{number}{suffix}"
+    number, exponent = math.ceil(value * 10**9), -9
+    while number % 1000 == 0 and exponent < 18:
+        number, exponent = number // 1000, exponent + 3
+    if form is Format.DECIMAL_EXPONENT:
+        return f"{sign}{number}{f'e{exponent}' if exponent else ''}"
+    suffix = next(s for s, power in _DECIMAL.items() if power == exponent)
+    return f"{sign}{number}{suffix}"

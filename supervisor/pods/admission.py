@@ -2,6 +2,11 @@
 
 Checks, in the kubelet's order, and the first failure is the reason:
 
+-. the eviction manager's admit handler, first in the kubelet's chain: under a pressure
+   condition (``Admitter.pressure``, from the eviction worker) a critical pod is
+   admitted, and under memory pressure alone a pod that is not BestEffort or tolerates
+   the ``node.kubernetes.io/memory-pressure:NoSchedule`` taint; any other is refused
+   (``Evicted``, ``The node had condition: [MemoryPressure]. ``);
 0. the sysctl allowlist, the kubelet's own admit handler that runs before the
    predicates (``SysctlForbidden``, ``securitycontext.forbidden_sysctl``);
 1. ``kubernetes.io/os`` node selector and ``spec.os.name`` against linux
@@ -29,11 +34,14 @@ from typing import Any
 
 from pkletd.ipc.apimodel import quantity
 from pkletd.ipc.apimodel.podspec import Pod
+from pkletd.supervisor.pods.cgroups import qos
 from pkletd.supervisor.pods.events import Reason
 from pkletd.supervisor.pods.nodeinfo import NodeInfo
 from pkletd.supervisor.pods.setup import securitycontext
 
 RESOURCES = ("cpu", "memory", "ephemeral-storage")
+MEMORY_PRESSURE = "MemoryPressure"
+MEMORY_PRESSURE_TAINT = "node.kubernetes.io/memory-pressure"
 WILDCARD = "0.0.0.0"
 PORTS_TAKEN = "node(s) didn't have free ports for the requested pod ports"
 
@@ -100,6 +108,7 @@ class Admitter:
     def __init__(self, node: Node) -> None:
         self.node = node
         self.refusal: Rejection | None = None  # every new pod's, while the node shuts down
+        self.pressure: tuple[str, ...] = ()  # the node's pressure conditions in force
         self._memo: dict[str, tuple[dict[str, Any], dict[str, int]]] = {}
 
     def requests(self, pod: Pod) -> dict[str, int]:
@@ -111,7 +120,11 @@ class Admitter:
         return value
 
     def admit(self, pod: Pod, active: Iterable[Pod]) -> Rejection | None:
-        return admit(pod, active, self.node, self.requests) or self.refusal
+        return (
+            under_pressure(pod, self.pressure)
+            or admit(pod, active, self.node, self.requests)
+            or self.refusal
+        )
 
     def forget(self, uid: str) -> None:
         self._memo.pop(uid, None)
@@ -129,6 +142,30 @@ def admit(
         or _node_name(pod, node)
         or _ports(pod, others)
     )
+
+
+def under_pressure(pod: Pod, conditions: tuple[str, ...]) -> Rejection | None:
+    """The eviction manager's admit handler, over the pressure conditions in force."""
+    if not conditions or qos.critical(pod):
+        return None
+    if conditions == (MEMORY_PRESSURE,):
+        best_effort = qos.pod_qos(pod) == qos.BEST_EFFORT
+        if not best_effort or tolerates(pod, MEMORY_PRESSURE_TAINT, "NoSchedule"):
+            return None
+    return Rejection(Reason.EVICTED, f"The node had condition: [{' '.join(conditions)}]. ")
+
+
+def tolerates(pod: Pod, key: str, effect: str, value: str = "") -> bool:
+    """Whether one of the pod's tolerations tolerates the taint (``ToleratesTaint``)."""
+    for toleration in pod.raw.get("spec", {}).get("tolerations") or []:
+        if toleration.get("effect") and toleration["effect"] != effect:
+            continue
+        if toleration.get("key") and toleration["key"] != key:
+            continue
+        operator = toleration.get("operator") or "Equal"
+        if operator == "Exists" or (operator == "Equal" and toleration.get("value", "") == value):
+            return True
+    return False
 
 
 def _sysctls(pod: Pod) -> Rejection | None:

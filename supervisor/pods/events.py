@@ -54,6 +54,10 @@ class Reason(enum.Enum):
     POD_OS_NOT_SUPPORTED = "PodOSNotSupported"
     SYSCTL_FORBIDDEN = "SysctlForbidden"
     NODE_SHUTDOWN = "NodeShutdown"  # also the node's event when a shutdown starts or is cancelled
+    # eviction: a pod evicted or refused under pressure (also its status reason), and the
+    # node's warning when a threshold is met
+    EVICTED = "Evicted"
+    EVICTION_THRESHOLD_MET = "EvictionThresholdMet"
     # the node's own
     STARTING = "Starting"
     NODE_READY = "NodeReady"

@@ -129,7 +129,10 @@ class PodSyncer:
     def sync(self, pod: Pod, options: SyncOptions = NO_OPTIONS) -> SyncResult:
         state = self._inspector.inspect(pod.uid)
         if options.kill_grace_s is not None:
+            # A pod failed as a whole stops for good: its volumes go with its containers,
+            # as the kubelet tears a terminal pod's down (an evicted emptyDir frees disk).
             self._killer.kill_pod(pod, state, options.kill_grace_s)
+            self._setup.teardown(pod.uid)
             return SyncResult(pod.uid, self._inspector.inspect(pod.uid), killed=True)
         state = self._kill_requested(pod, state)
         self._cgroups.track(pod)
@@ -150,7 +153,6 @@ class PodSyncer:
             state = self._inspector.inspect(pod.uid)
             if waiting or not started or not started.keys() <= init_names:
                 break
-        self._remove_dead(state)
         return SyncResult(pod.uid, state, waiting, min(retry, default=None))
 
     def _act(
@@ -426,11 +428,3 @@ class PodSyncer:
         if info is not None:
             self._killer.kill(pod, state, info, pod.grace_period_s, "FailedPostStartHook")
         return Waiting(WaitingReason.POST_START_HOOK_ERROR, message)
-
-    def _remove_dead(self, state: PodRuntime) -> None:
-        """Keep the newest dead instance of each container (for lastState); drop older ones."""
-        names = {c.name for c in state.containers}
-        for name in names:
-            for old in state.instances(name)[1:]:
-                if old.state is not ContainerState.RUNNING:
-                    unless_gone(self._runtime.remove_container, ContainerID(old.id))

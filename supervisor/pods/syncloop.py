@@ -27,6 +27,7 @@ from pkletd.ipc.apimodel.probespec import ProbeType
 from pkletd.ipc.apimodel.references import ObjectKey, PodReferences, references
 from pkletd.ipc.cri import CriError
 from pkletd.ipc.messages import (
+    EvictionNeeded,
     Message,
     ObjectFetched,
     PodForgotten,
@@ -40,7 +41,7 @@ from pkletd.ipc.messages import (
     ServicesListed,
     TokenIssued,
 )
-from pkletd.supervisor.pods import admission
+from pkletd.supervisor.pods import admission, eviction
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason
 from pkletd.supervisor.pods.objects import ApiObjects, issued_id, token_id
@@ -283,6 +284,32 @@ class SyncLoop:
     def refuse_pods(self, refusal: admission.Rejection | None) -> None:
         """Refuse every new pod with this (None: admit them again)."""
         self._admitter.refusal = refusal
+
+    # --- what the eviction worker reports (``workers/eviction``) ----------------------
+
+    def under_pressure(self, conditions: tuple[str, ...]) -> None:
+        """The node's pressure conditions in force: new pods are admitted against them."""
+        self._admitter.pressure = conditions
+
+    def evict(self, needed: EvictionNeeded, max_pod_grace_s: int) -> None:
+        """Evict one pod, the first of the kubelet's ranking that may be evicted: Failed,
+        ``Evicted``, its containers stopped within the eviction's grace period."""
+        active = self._pods.active()
+        chosen = eviction.choose(active, needed, self._admitter.requests, max_pod_grace_s)
+        if chosen is None:
+            log.error("unable to evict any pod resource=%s pods=%d", needed.resource, len(active))
+            return
+        pod = chosen.pod
+        log.warning(
+            "evicting pod pod=%s uid=%s resource=%s grace=%ds",
+            pod.full_name,
+            pod.uid,
+            needed.resource,
+            chosen.grace_s,
+        )
+        self._events.warning(ObjectRef.of(pod), Reason.EVICTED, chosen.message)
+        failure = Failure(Reason.EVICTED.value, chosen.message, disruption=True)
+        self.fail_pod(pod, failure, chosen.grace_s)
 
     def _terminate(self, uid: PodUID, pod: Pod | None, grace: int | None) -> None:
         self._pod_workers.update(uid, lambda: self._syncer.terminate(uid, pod, grace), True)

@@ -95,6 +95,43 @@ def test_status_names_a_standalone_node_and_an_api_error() -> None:
     )
 
 
+def test_status_shows_the_signals_against_their_thresholds() -> None:
+    pressure = {
+        "observed_at": 1000.0,
+        "conditions": ["MemoryPressure"],
+        "signals": [
+            {
+                "signal": "memory.available",
+                "available": 90 * 2**20,
+                "capacity": 8 * 2**30,
+                "thresholds": [
+                    {"value": "100Mi", "quantity": 100 * 2**20, "grace_s": 0.0, "met": True},
+                    {"value": "10%", "quantity": 858993459, "grace_s": 90.0, "met": True},
+                ],
+            },
+            {"signal": "pid.available", "available": 32000, "capacity": 32768, "thresholds": []},
+        ],
+    }
+    lines = format_status({**STATUS, "pressure": pressure}, now=1004.0).splitlines()
+    assert lines[2].split() == ["SIGNAL", "AVAILABLE", "CAPACITY", "THRESHOLDS"]
+    assert lines[3].split() == [
+        "memory.available",
+        "90.0Mi",
+        "8.0Gi",
+        "hard",
+        "<100Mi",
+        "MET,",
+        "soft",
+        "<10%",
+        "(819.2Mi)",
+        "for",
+        "1m30s",
+        "MET",
+    ]
+    assert lines[4].split() == ["pid.available", "32000", "32768", "-"]
+    assert lines[5] == "pressure: MemoryPressure"
+
+
 @pytest.mark.slow
 def test_status_json_has_the_documented_shape(pkletd: Pkletd) -> None:
     pkletd.put("shape", pod_manifest("shape"))

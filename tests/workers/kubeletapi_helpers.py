@@ -143,10 +143,12 @@ def serve(
         worker.close()
 
 
-def join(pkletd: Pkletd, apiserver: ApiServer) -> Pkletd:
+def join(pkletd: Pkletd, apiserver: ApiServer, **fields: Any) -> Pkletd:
     """pkletd as a node whose kubelet API trusts the cluster CA (so the API server's
-    kubelet-client certificate, and ours, get in) and is found at 127.0.0.1:<port>."""
-    pkletd.write_config(authentication={"x509": {"clientCAFile": str(apiserver.ca_path)}})
+    kubelet-client certificate, and ours, get in) and is found at 127.0.0.1:<port>;
+    ``fields`` are more KubeletConfiguration fields."""
+    authentication = {"x509": {"clientCAFile": str(apiserver.ca_path)}}
+    pkletd.write_config(authentication=authentication, **fields)
     pkletd.extra_args += ["--node-ip", "127.0.0.1"]
     return pkletd.join_cluster(apiserver).start()
 

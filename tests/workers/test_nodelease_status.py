@@ -166,6 +166,31 @@ def test_transition_time_moves_only_when_the_status_does() -> None:
     assert pressure["lastHeartbeatTime"] == rfc3339(T0 + 21)
 
 
+def test_pressure_the_parent_reports_sets_the_conditions_as_the_kubelet() -> None:
+    calm = initial_node(template(), observed(at=1.0))
+    assert conditions_of(calm)["MemoryPressure"]["reason"] == "KubeletHasSufficientMemory"
+    parent = ParentHealth(alive_at=0.0).heard(
+        11.0, sync_loop_ok=True, pleg_ok=True, pressure=["MemoryPressure", "DiskPressure"]
+    )
+    pressed, changed = updated_node(calm, template(), observed(parent=parent, at=11.0))
+    assert changed
+    found = conditions_of(pressed)
+    assert {k: (c["status"], c["reason"], c["message"]) for k, c in found.items()} == {
+        "MemoryPressure": (
+            "True",
+            "KubeletHasInsufficientMemory",
+            "kubelet has insufficient memory available",
+        ),
+        "DiskPressure": ("True", "KubeletHasDiskPressure", "kubelet has disk pressure"),
+        "PIDPressure": ("False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+        "Ready": ("True", "KubeletReady", "kubelet is posting ready status"),
+    }
+    assert found["MemoryPressure"]["lastTransitionTime"] == rfc3339(T0 + 11)
+    relieved, _ = updated_node(pressed, template(), observed(at=21.0))
+    assert conditions_of(relieved)["DiskPressure"]["status"] == "False"
+    assert conditions_of(relieved)["DiskPressure"]["reason"] == "KubeletHasNoDiskPressure"
+
+
 def test_aggregate_is_go_s_error_aggregate() -> None:
     assert aggregate(["a"]) == "a"
     assert aggregate(["a", "b", "a"]) == "[a, b]"

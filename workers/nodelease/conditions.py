@@ -6,15 +6,16 @@ broadcasts said: its sync loop and PLEG) and the limits. ``ready_errors`` lists 
 node is not ready, in the kubelet's words and order (runtime errors, with the health
 checks, then network errors, then "node is shutting down" while the parent says a
 graceful node shutdown is under way); ``set_conditions`` updates a Node's conditions in place
-of the old ones: MemoryPressure, DiskPressure and PIDPressure (pkletd has no eviction
-manager yet, so never under pressure) and Ready last. A condition's
+of the old ones: MemoryPressure, DiskPressure and PIDPressure (True while the parent says
+the eviction worker found the node under that pressure, with the kubelet's reasons) and
+Ready last. A condition's
 ``lastHeartbeatTime`` is the time of this write; its ``lastTransitionTime`` changes only
 when its status does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -25,7 +26,12 @@ SHUTTING_DOWN = "node is shutting down"  # the node shutdown manager's ShutdownS
 NETWORK_UNKNOWN = "network state unknown"  # the kubelet's ErrNetworkUnknown, until checked
 PLEG_THRESHOLD_S = 180.0  # the kubelet's relistThreshold; ParentAlive.pleg_ok says past it
 REQUIRED_CAPACITY = ("cpu", "memory", "pods", "ephemeral-storage")
-# type -> (reason, message) when the node is not under that pressure
+# type -> (reason, message) when the node is under that pressure, and when it is not
+UNDER_PRESSURE = {
+    "MemoryPressure": ("KubeletHasInsufficientMemory", "kubelet has insufficient memory available"),
+    "DiskPressure": ("KubeletHasDiskPressure", "kubelet has disk pressure"),
+    "PIDPressure": ("KubeletHasInsufficientPID", "kubelet has insufficient PID available"),
+}
 PRESSURE = {
     "MemoryPressure": ("KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
     "DiskPressure": ("KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
@@ -55,13 +61,21 @@ class ParentHealth:
     pleg_ok: bool = True
     pleg_bad_since: float | None = None  # the first ParentAlive of this unhealthy spell
     shutting_down: bool = False  # a graceful node shutdown is under way
+    pressure: frozenset[str] = frozenset()  # the pressure conditions in force
 
     def heard(
-        self, now: float, sync_loop_ok: bool, pleg_ok: bool, shutting_down: bool = False
+        self,
+        now: float,
+        sync_loop_ok: bool,
+        pleg_ok: bool,
+        shutting_down: bool = False,
+        pressure: Iterable[str] = (),
     ) -> ParentHealth:
         """The health after a ParentAlive at ``now``."""
         bad_since = None if pleg_ok else (self.pleg_bad_since or now)
-        return ParentHealth(now, sync_loop_ok, pleg_ok, bad_since, shutting_down=shutting_down)
+        return ParentHealth(
+            now, sync_loop_ok, pleg_ok, bad_since, shutting_down, frozenset(pressure)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,13 +166,20 @@ def aggregate(messages: Sequence[str]) -> str:
 
 
 def set_conditions(
-    conditions: Sequence[Condition], errors: Sequence[str], now: float
+    conditions: Sequence[Condition],
+    errors: Sequence[str],
+    now: float,
+    pressure: Collection[str] = frozenset(),
 ) -> list[Condition]:
-    """The conditions after this write: the pressure conditions, then Ready."""
+    """The conditions after this write: the pressure conditions (True for those in
+    ``pressure``), then Ready."""
     result = [dict(c) for c in conditions]
     stamp = rfc3339(now)
-    for kind, (reason, message) in PRESSURE.items():
-        _set(result, {"type": kind, "status": "False", "reason": reason, "message": message}, stamp)
+    for kind in PRESSURE:
+        under = kind in pressure
+        reason, message = (UNDER_PRESSURE if under else PRESSURE)[kind]
+        wanted = {"type": kind, "status": str(under), "reason": reason, "message": message}
+        _set(result, wanted, stamp)
     if errors:
         ready = {
             "type": "Ready",

@@ -113,7 +113,9 @@ def updated_node(original: Obj, template: Obj, observed: Observed) -> tuple[Obj,
         observed.mono,
         status.get("capacity") or {},
     )
-    status["conditions"] = set_conditions(status.get("conditions") or [], errors, observed.wall)
+    status["conditions"] = set_conditions(
+        status.get("conditions") or [], errors, observed.wall, observed.parent.pressure
+    )
     changed = labels_set or status_changed(original.get("status") or {}, status)
     return node, changed
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -64,12 +64,17 @@ class Inputs:
             self._template = template
 
     def heard_parent(
-        self, now: float, sync_loop_ok: bool, pleg_ok: bool, shutting_down: bool = False
+        self,
+        now: float,
+        sync_loop_ok: bool,
+        pleg_ok: bool,
+        shutting_down: bool = False,
+        pressure: Iterable[str] = (),
     ) -> bool:
         """Take a ParentAlive; True when it starts or ends a node shutdown."""
         with self._lock:
             was = self._parent.shutting_down
-            self._parent = self._parent.heard(now, sync_loop_ok, pleg_ok, shutting_down)
+            self._parent = self._parent.heard(now, sync_loop_ok, pleg_ok, shutting_down, pressure)
             return was != shutting_down
 
     def parent_answered(self, now: float) -> None:

@@ -124,7 +124,7 @@ class NodeLeaseWorker:
         if isinstance(message, ParentAlive) and self._inputs is not None:
             now = self._clock.monotonic()
             ok = (message.sync_loop_ok, message.pleg_ok)
-            if self._inputs.heard_parent(now, *ok, shutting_down=message.shutting_down):
+            if self._inputs.heard_parent(now, *ok, message.shutting_down, message.pressure):
                 self._inputs.wake.set()  # Ready changes now, not at the next round
 
     def fds(self) -> Sequence[int]:

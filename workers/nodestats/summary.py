@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from pkletd.ipc.cri import ContainerStatsInfo, CriError, FilesystemUsage
 from pkletd.workers.nodestats import fsusage, podrefs, procfs
 from pkletd.workers.nodestats.cgroupstats import CgroupReader, CgroupSample, MemoryUsage
+from pkletd.workers.nodestats.nodememory import node_memory
 from pkletd.workers.nodestats.podrefs import ContainerRef, PodDict, PodRef
 from pkletd.workers.nodestats.rates import Clock, CpuRates, wall_clock
 
@@ -161,18 +162,12 @@ class SummaryProvider:
         return self._cpu("/", now, usage) if usage is not None else None
 
     def _node_memory(self, root: CgroupSample | None, time: float) -> Json | None:
-        info = procfs.meminfo(self.paths.proc)
-        total = info.get("MemTotal")
-        memory = root.memory if root is not None else None
-        if memory is None and total is not None:  # cgroup v2: no counters at the root
-            usage = total - info.get("MemFree", 0)
-            inactive = info.get("Inactive(file)", 0)
-            memory = MemoryUsage(usage=usage, working_set=max(usage - inactive, 0))
+        memory = node_memory(root, self.paths.proc)
         if memory is None:
             return None
-        out = memory_stats(time, memory)
-        if total is not None:
-            out["availableBytes"] = max(total - memory.working_set, 0)
+        out = memory_stats(time, memory.usage)
+        if memory.available is not None:
+            out["availableBytes"] = memory.available
         return out
 
     def _system_containers(self, now: float, boot: float | None) -> list[Json]:

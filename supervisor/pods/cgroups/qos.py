@@ -22,6 +22,7 @@ from fractions import Fraction
 
 from pkletd.ipc.apimodel import quantity
 from pkletd.ipc.apimodel.podspec import Container, Pod
+from pkletd.ipc.apimodel.priority import SYSTEM_CRITICAL
 
 GUARANTEED = "Guaranteed"
 BURSTABLE = "Burstable"
@@ -31,6 +32,9 @@ COMPUTE = ("cpu", "memory")  # supportedQoSComputeResources
 GUARANTEED_OOM_SCORE_ADJ = -997
 BEST_EFFORT_OOM_SCORE_ADJ = 1000
 SYSTEM_NODE_CRITICAL = "system-node-critical"
+SOURCE_ANNOTATION = "kubernetes.io/config.source"  # file, http or api
+API_SOURCE = "api"
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 
 def pod_qos(pod: Pod) -> str:
@@ -54,6 +58,15 @@ def pod_qos(pod: Pod) -> str:
         if len(requests) == len(limits):
             return GUARANTEED
     return BURSTABLE
+
+
+def critical(pod: Pod) -> bool:
+    """The kubelet's ``IsCriticalPod``: a static pod (a source other than the API), a
+    mirror pod, or a priority of ``system-cluster-critical`` and above. Admitted under
+    pressure, never evicted."""
+    source = pod.annotations.get(SOURCE_ANNOTATION)
+    static = source is not None and source != API_SOURCE
+    return static or MIRROR_ANNOTATION in pod.annotations or pod.priority >= SYSTEM_CRITICAL
 
 
 def node_critical(pod: Pod) -> bool:

@@ -1,0 +1,49 @@
+"""pkletd: eviction -- the kubelet's eviction manager, the measuring and deciding half.
+
+Every monitoring period it measures the node's eviction signals, checks them against
+the thresholds and reports to the parent, which owns the pods and does the rest
+(pressure conditions, admission, evicting one pod):
+
+- ``thresholds``: signals, thresholds (hard and soft, minimum reclaim), from the
+  KubeletConfiguration's eviction fields;
+- ``signals``: reading the signals (cgroups, statfs, CRI ImageFsInfo, /proc);
+- ``manager``: the kubelet's ``synchronize`` decisions, pure;
+- ``podusage``: what each pod uses of the resource to reclaim, from a Summary;
+- ``worker``: the round, node-level reclaim, waiting for an evicted pod.
+
+It reads cgroups, filesystems and the runtime, which are untrusted and change under
+it, so none of that runs in the parent; it writes nothing.
+"""
+
+from __future__ import annotations
+
+import time
+
+from pkletd.ipc.bus import WorkerBus
+from pkletd.ipc.cri import CriRuntime
+from pkletd.workers.eviction.signals import SignalReader
+from pkletd.workers.eviction.thresholds import from_config
+from pkletd.workers.eviction.worker import EvictionWorker, Options
+from pkletd.workers.lifecycle import WorkerSettings, serve
+from pkletd.workers.nodestats.cgroupstats import CgroupReader
+from pkletd.workers.nodestats.summary import NodePaths, SummaryProvider
+
+__all__ = ["EvictionWorker", "Options", "from_config", "main"]
+
+
+def main(
+    settings: WorkerSettings,
+    endpoint: str,
+    runtime_timeout: float,
+    paths: NodePaths,
+    options: Options,
+) -> int:
+    bus = WorkerBus(settings.run_dir, settings.name)
+    runtime = CriRuntime(endpoint, runtime_timeout)
+    cgroups = CgroupReader()
+    signals = SignalReader(cgroups, paths.root_dir, runtime, paths.proc, time.monotonic)
+    usage = SummaryProvider(paths, cgroups, runtime)
+    try:
+        return serve(settings, bus, EvictionWorker(bus, signals, usage, options))
+    finally:
+        runtime.close()
