@@ -15,7 +15,7 @@ thread of the test process (dbus-fast):
   directory it was given, as logind reloads ``logind.conf.d``.
 
 The test asks it from its own thread: ``prepare_for_shutdown``, ``inhibitors``,
-``delay_s``.
+``delay_s``, ``reads`` (the properties asked for) and ``kills``.
 """
 
 from __future__ import annotations
@@ -130,6 +130,7 @@ class LogindStandIn:
         self._preparing = False
         self._inhibitors: list[Inhibitor] = []
         self.kills: list[tuple[str, str, int]] = []
+        self.reads: list[str] = []  # the properties asked for, in order
         self._loop = asyncio.new_event_loop()
         self._bus: MessageBus | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, name="logind-standin")
@@ -211,6 +212,7 @@ class LogindStandIn:
 
     def _get(self, message: Message) -> Message:
         _, name = message.body
+        self.reads.append(name)
         values = {
             "InhibitDelayMaxUSec": Variant("t", self._delay_usec),
             "PreparingForShutdown": Variant("b", self._preparing),
