@@ -11,13 +11,20 @@ socket file 0600; nothing listens on TCP):
 
 Every socket has LINGER 0 (a dead peer must never hang ``close``), and each process
 makes its own context after it was forked.
+
+A socket file removed or replaced behind the parent's back (by hand, by a cleanup of the
+run dir) breaks no connection already made, but keeps every new one out: a restarted
+worker could never say hello again. ``ParentBus.rebind_lost`` finds such a file and
+binds the socket to its path again; the connections already made go on.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import zmq
@@ -36,6 +43,31 @@ def _endpoint(run_dir: Path, name: str) -> str:
     return endpoint
 
 
+@dataclass(frozen=True, slots=True)
+class Rebound:
+    """A socket file that was gone or replaced: what was at its path, and why it could not
+    be bound again ("" when it was)."""
+
+    path: Path
+    found: str
+    error: str = ""
+
+
+def _file_id(path: Path) -> tuple[int, int]:
+    info = path.lstat()
+    return info.st_dev, info.st_ino
+
+
+def _what_is_at(path: Path) -> str:
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return "nothing"
+    if stat.S_ISSOCK(mode):
+        return "another socket"
+    return "a regular file" if stat.S_ISREG(mode) else "something else"
+
+
 def worker_name(identity: bytes) -> str:
     """The worker's name in a DEALER identity (``<name>/<pid>``)."""
     return identity.decode(errors="replace").partition("/")[0]
@@ -46,9 +78,11 @@ class ParentBus:
 
     def __init__(self, run_dir: Path) -> None:
         self._ctx = zmq.Context()
-        self.router = self._bind(zmq.ROUTER, run_dir, BUS_SOCKET)
+        self._run_dir = run_dir
+        self._files: dict[str, tuple[int, int]] = {}  # socket name -> (device, inode) bound
+        self.router = self._bind(zmq.ROUTER, BUS_SOCKET)
         self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        self.pub = self._bind(zmq.PUB, run_dir, EVENTS_SOCKET)
+        self.pub = self._bind(zmq.PUB, EVENTS_SOCKET)
         self.pub.setsockopt(zmq.SNDHWM, 100_000)
         self.seq = 0
         # What crossed the bus, for the parent's metrics: by (worker, kind), by kind.
@@ -56,14 +90,40 @@ class ParentBus:
         self.sent: Counter[tuple[str, str]] = Counter()
         self.broadcasts: Counter[str] = Counter()
 
-    def _bind(self, kind: int, run_dir: Path, name: str) -> zmq.Socket[bytes]:
-        path = run_dir / name
-        path.unlink(missing_ok=True)
+    def _bind(self, kind: int, name: str) -> zmq.Socket[bytes]:
+        (self._run_dir / name).unlink(missing_ok=True)
         sock: zmq.Socket[bytes] = self._ctx.socket(kind)
         sock.setsockopt(zmq.LINGER, 0)
-        sock.bind(_endpoint(run_dir, name))
-        os.chmod(path, 0o600)
+        self._bind_path(sock, name)
         return sock
+
+    def _bind_path(self, sock: zmq.Socket[bytes], name: str) -> None:
+        path = self._run_dir / name
+        sock.bind(_endpoint(self._run_dir, name))
+        os.chmod(path, 0o600)
+        self._files[name] = _file_id(path)
+
+    def rebind_lost(self) -> list[Rebound]:
+        """Bind again each socket whose file is no longer the one it bound. libzmq's bind
+        replaces what is at the path; the old listener stays open, unreachable (one fd per
+        rebind): unbinding it would make libzmq drop what the workers connected through it
+        send."""
+        found = []
+        for name, sock in ((BUS_SOCKET, self.router), (EVENTS_SOCKET, self.pub)):
+            path = self._run_dir / name
+            try:
+                if _file_id(path) == self._files[name]:
+                    continue
+            except FileNotFoundError:
+                pass
+            what = _what_is_at(path)
+            try:
+                self._bind_path(sock, name)
+            except (OSError, zmq.ZMQError) as exc:
+                found.append(Rebound(path, what, str(exc)))
+                continue
+            found.append(Rebound(path, what))
+        return found
 
     def receive(self) -> tuple[bytes, Envelope]:
         """One waiting frame from a worker; raises BadMessage for garbage."""

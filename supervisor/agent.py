@@ -262,6 +262,7 @@ class Agent:
             self._bus.publish(ReleaseShutdownInhibitor())
         self._publish_events()
         if now >= self._next_alive:
+            self._keep_bus_sockets()
             self._bus.publish(
                 ParentAlive(
                     self._sync.runtime_ok,
@@ -287,6 +288,20 @@ class Agent:
         if self._notifier.watchdog_interval:
             deadlines.append(self._next_watchdog)
         return min(deadlines)
+
+    def _keep_bus_sockets(self) -> None:
+        """A bus socket file removed or replaced keeps every restarted worker out: bind
+        it again (checked every ALIVE_S)."""
+        for lost in self._bus.rebind_lost():
+            if lost.error:
+                log.error(
+                    "bus socket gone; cannot bind it again path=%s found=%s error=%s",
+                    lost.path,
+                    lost.found,
+                    lost.error,
+                )
+            else:
+                log.error("bus socket gone; bound again path=%s found=%s", lost.path, lost.found)
 
     def _publish_events(self) -> None:
         """Hand new events to the status manager once it listens: broadcasts before it
