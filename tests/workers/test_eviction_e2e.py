@@ -4,8 +4,9 @@ static pod is critical and never evicted, so the pods come from the API):
 - memory: ``memory.available`` forced just below what the machine has free, a BestEffort
   pod that buffers gigabytes is evicted (Failed, ``Evicted``, the kubelet's message and
   event) while a Guaranteed pod keeps running; MemoryPressure turns True in ``pkletd
-  status`` and on the API's Node, a BestEffort pod is refused meanwhile, and the
-  condition clears once the (shortened) transition period is over;
+  status`` and on the API's Node, a BestEffort pod is refused meanwhile, a SIGKILLed
+  eviction worker does not clear it early, and the condition clears once the
+  (shortened) transition period is over;
 - disk: the root dir on a loop-mounted 64 MiB ext4; a pod writing into an emptyDir takes
   ``nodefs.available`` under its threshold, DiskPressure turns True, the writer is the
   one evicted, its emptyDir goes and the pressure clears.
@@ -13,6 +14,8 @@ static pod is critical and never evicted, so the pods come from the API):
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -124,6 +127,14 @@ def test_memory_pressure_evicts_the_pod_over_its_request(
     )
     assert refused.reason == "Evicted"
     assert refused.message == "Pod was rejected: The node had condition: [MemoryPressure]. "
+    # a killed eviction worker gets its state back: the condition does not drop early
+    killed = pkletd.workers()["eviction"]["pid"]
+    os.kill(killed, signal.SIGKILL)
+    wait_for(
+        "the eviction worker back",
+        lambda: (w := pkletd.workers()["eviction"])["state"] == "running" and w["pid"] != killed,
+    )
+    assert "MemoryPressure" in pressure(pkletd)
     condition = wait_for(
         "MemoryPressure on the Node",
         lambda: (c := node_condition(kube, "MemoryPressure")) and c.status == "True" and c,

@@ -225,6 +225,20 @@ def test_an_evicted_pod_forgotten_starts_the_next_round(closing: Any) -> None:
     assert worker._phase is Phase.READING
 
 
+def test_a_restarted_worker_waits_for_a_pod_still_being_evicted(closing: Any) -> None:
+    bus, clock = Bus(), Clock()
+    signals = Signals(reading(Signal.MEMORY, GI // 2, 8 * GI))
+    worker = EvictionWorker(bus, signals, Usage([]), Options((MEMORY,), 300.0, 10.0), clock)
+    closing(worker)
+    stopping = api_pod("a", "Failed", "Evicted")
+    worker.on_snapshot(Snapshot(0, [stopping, api_pod("b")], {}))
+    assert worker.tick(clock.now) == clock.now + 30.0  # no round until a has stopped
+    assert bus.sent == []
+    worker.on_broadcast(PodStatusUpdated(api_pod("a", "Failed", "Evicted", running=False)))
+    settle(worker, clock)
+    assert bus.kinds()[0] == "SignalsObserved"
+
+
 def collected(reclaim: bool) -> GarbageCollected:
     return GarbageCollected(GarbageKind.IMAGES, reclaim, 0, 0, 0, 1, 100, "")
 

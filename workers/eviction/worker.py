@@ -144,6 +144,15 @@ class EvictionWorker:
         if not self._started:  # later snapshots (a gap) carry an older state than ours
             self._started = True
             self._manager.state = State.of_wire(snapshot.eviction)
+            self._await_stopping()
+
+    def _await_stopping(self) -> None:
+        """A worker (re)started while an evicted pod still stops waits for it, as the
+        round that evicted it would have: its memory or disk is not free yet."""
+        stopping = [u for u, p in self._pods.items() if _evicted(p) and _running(p)]
+        if stopping:
+            self._phase, self._evicting = Phase.EVICTING, stopping[0]
+            self._due = self._clock() + POD_CLEANUP_S
 
     def on_broadcast(self, message: Message) -> None:
         if isinstance(message, PodStatusUpdated):
