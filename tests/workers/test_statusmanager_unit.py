@@ -428,6 +428,29 @@ def test_a_pod_that_is_no_mirror_is_left_alone(rig: Rig, caplog: pytest.LogCaptu
     assert caplog.text.count("not a mirror pod") == 1
 
 
+def test_a_static_pod_after_the_first_list_gets_its_mirror_at_once(rig: Rig) -> None:
+    """Its slot is in doubt, so it is read; the node may read only pods bound to it, and
+    a pod that does not exist is 403 to it, never 404: no pod of ours. Found by the soak:
+    the mirror pod (and its status) waited for the next list, a minute by default."""
+    rig.worker.on_snapshot(Snapshot(0, [], {}))
+    rig.settle()
+    rig.worker.on_broadcast(PodStatusUpdated(static_pod()))
+    rig.settle()
+    assert ("kube-system", f"etcd-{NODE}") in rig.calls.pods
+    assert [v for v, _ in rig.calls.calls] == ["list", "read", "read-node", "create", "patch"]
+
+
+def test_a_name_held_by_a_pod_bound_elsewhere_is_tried_less_and_less_often(rig: Rig) -> None:
+    squatter = api_pod(f"etcd-{NODE}", namespace="kube-system")
+    squatter["spec"]["nodeName"] = "node-b"  # not ours: the node may not even read it
+    rig.calls.add_pod(squatter)
+    rig.worker.on_snapshot(Snapshot(0, [static_pod()], {}))
+    for _ in range(120):
+        rig.advance(1.0)
+    assert rig.calls.pods[("kube-system", f"etcd-{NODE}")]["spec"]["nodeName"] == "node-b"
+    assert 5 <= rig.calls.count("create") <= 10  # 1 s doubling to 30 s, not every turn
+
+
 def test_events_wait_while_the_server_is_down_then_go_merged(rig: Rig) -> None:
     rig.worker.on_snapshot(Snapshot(0, [], {}))
     rig.settle()

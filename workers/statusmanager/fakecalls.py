@@ -3,7 +3,8 @@
 Pods and Events by namespace/name; every call recorded as ``(verb, "namespace/name")``;
 ``fail(verb, error)`` makes every later call of that verb (``"*"``: of all) raise
 ``error()`` until ``fail(verb, None)``. A status patch merges conditions by type and
-checks the UID precondition (409), as the API does.
+checks the UID precondition (409), as the API does. Reading a pod that does not exist or
+is bound to another node is 403, as the Node authorizer answers the node's credentials.
 """
 
 from __future__ import annotations
@@ -68,7 +69,10 @@ class FakeCalls(KubeCalls):  # declared, so the type checker proves it fits
 
     def read_pod(self, namespace: str, name: str) -> Obj:
         self._call("read", f"{namespace}/{name}")
-        return copy.deepcopy(self._pod(namespace, name))
+        pod = self.pods.get((namespace, name))
+        if pod is None or pod.get("spec", {}).get("nodeName") != self.node["metadata"]["name"]:
+            raise ApiException(status=403, reason="Forbidden")
+        return copy.deepcopy(pod)
 
     def create_pod(self, namespace: str, pod: Obj) -> Obj:
         self._call("create", f"{namespace}/{pod['metadata']['name']}")

@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 Where = tuple[str, str]
 NODE = "node"
-GONE, CONFLICT = 404, 409
+FORBIDDEN, GONE, CONFLICT = 403, 404, 409
 
 
 class MirrorKeeper:
@@ -177,10 +177,20 @@ class MirrorKeeper:
 
     def _failed(self, slot: MirrorSlot, act: Action, exc: Exception) -> None:
         code = kubeapi.status_of(exc)
-        if code == GONE and act is not Action.CREATE:
+        if act is Action.READ and code in (FORBIDDEN, GONE):
+            # The Node authorizer lets a node read only the pods bound to it: one that does
+            # not exist is 403 to it, never 404. Either way no pod of ours is there. The
+            # back-off is kept: after a create's conflict it is a pod bound elsewhere.
             slot.seen = mirrors.ABSENT
+            return
+        if code == GONE and act is Action.DELETE:
+            slot.seen = mirrors.ABSENT
+        elif code == CONFLICT and act is Action.CREATE:
+            slot.seen = mirrors.UNKNOWN  # another pod holds the name: look, not at once
+            self._context.retry_later(slot.retry)
+            return
         elif code == CONFLICT:
-            slot.seen = mirrors.UNKNOWN  # another pod there (create) or now (delete): look
+            slot.seen = mirrors.UNKNOWN  # another pod there now (delete): look
         else:
             self._context.failed(f"{act.value} mirror pod", exc)
             self._context.retry_later(slot.retry)
