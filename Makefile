@@ -32,13 +32,19 @@ typecheck: install
 	for d in supervisor workers ipc; do ln -s ../../$$d .typecheck/pkletd/$$d; done
 	cd .typecheck && ../$(BIN)/mypy -p pkletd
 
-# The pod-resources module from proto/ (committed; a test checks it matches the .proto).
+# The modules generated from proto/ (committed; tests check they match their .proto files):
+# pod-resources for its worker, containerd's events for the PLEG.
+CONTAINERD_PROTOS := services/events/v1/events events/task events/container
 proto: install
 	rm -rf .proto-out && mkdir .proto-out
 	$(BIN)/python -m grpc_tools.protoc -I proto --python_out=.proto-out --pyi_out=.proto-out \
-		proto/podresources/v1/api.proto
+		proto/podresources/v1/api.proto $(CONTAINERD_PROTOS:%=proto/containerd/%.proto)
 	cp .proto-out/podresources/v1/api_pb2.py workers/podresources/podresources_pb2.py
 	cp .proto-out/podresources/v1/api_pb2.pyi workers/podresources/podresources_pb2.pyi
+	for p in $(CONTAINERD_PROTOS); do \
+		cp .proto-out/containerd/$${p}_pb2.py ipc/containerd/$$(basename $$p)_pb2.py; \
+		cp .proto-out/containerd/$${p}_pb2.pyi ipc/containerd/$$(basename $$p)_pb2.pyi; \
+	done
 	rm -rf .proto-out
 
 unit: install

@@ -400,6 +400,22 @@ class CriRuntime:
         reply = self._call(self._runtime, "ListContainers", request, f"pod={pod_uid or '*'}")
         return [_container_info(c, c.pod_sandbox_id) for c in reply.containers]
 
+    def find_container(self, container_id: str) -> ContainerInfo | None:
+        """One container as ListContainers shows it (filtered by its id), or None if the
+        runtime has no such container."""
+        request = pb.ListContainersRequest(filter=pb.ContainerFilter(id=container_id))
+        reply = self._call(self._runtime, "ListContainers", request, f"container={container_id}")
+        found = [c for c in reply.containers if c.id == container_id]
+        return _container_info(found[0], found[0].pod_sandbox_id) if found else None
+
+    def find_sandbox(self, sandbox_id: str) -> SandboxInfo | None:
+        """One sandbox as ListPodSandbox shows it (filtered by its id), or None if the
+        runtime has no such sandbox."""
+        request = pb.ListPodSandboxRequest(filter=pb.PodSandboxFilter(id=sandbox_id))
+        reply = self._call(self._runtime, "ListPodSandbox", request, f"sandbox={sandbox_id}")
+        found = [s for s in reply.items if s.id == sandbox_id]
+        return _sandbox_info(found[0]) if found else None
+
     def container_status(self, listed: ContainerInfo) -> ContainerInfo:
         request = pb.ContainerStatusRequest(container_id=listed.id)
         reply = self._call(self._runtime, "ContainerStatus", request, f"container={listed.id}")

@@ -37,6 +37,14 @@ class LifecycleEventType(enum.StrEnum):
     SANDBOX_CHANGED = "SandboxChanged"
 
 
+class PlegMode(enum.StrEnum):
+    """How PLEG learns of changes: from the runtime's event stream (a relist every 5
+    minutes as the safety net), or by relisting every ``--pleg-relist-period``."""
+
+    EVENTED = "evented"
+    RELISTING = "relisting"
+
+
 class ProbeVerdict(enum.StrEnum):
     """A probe's result with its thresholds applied (the kubelet's results.Result)."""
 
@@ -126,6 +134,16 @@ class RelistCompleted:
     kind = "RelistCompleted"
     duration_s: float
     containers: int
+
+
+@dataclass(frozen=True, slots=True)
+class PlegModeChanged:
+    """PLEG's mode, sent when it changes and with each snapshot it applies; ``reason``
+    says why it relists ("" while evented)."""
+
+    kind = "PlegModeChanged"
+    mode: PlegMode
+    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -586,6 +604,7 @@ Message = (
     | ManifestRejected
     | PodLifecycleEvent
     | RelistCompleted
+    | PlegModeChanged
     | ProbeResult
     | ProbeMetrics
     | NodeShutdownStarted
@@ -623,6 +642,7 @@ MESSAGES: dict[str, type[Message]] = {
         ManifestRejected,
         PodLifecycleEvent,
         RelistCompleted,
+        PlegModeChanged,
         ProbeResult,
         ProbeMetrics,
         NodeShutdownStarted,

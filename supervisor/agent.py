@@ -33,6 +33,7 @@ from pkletd.ipc.messages import (
     NodeShutdownStarted,
     ObjectFetched,
     ParentAlive,
+    PlegModeChanged,
     PodDeleted,
     PodLifecycleEvent,
     PodsListed,
@@ -85,6 +86,7 @@ ALIVE_S = 1.0
 FACTS_FROM = {
     PodLifecycleEvent: "pleg",
     RelistCompleted: "pleg",
+    PlegModeChanged: "pleg",
     ProbeResult: "prober",
     ProbeMetrics: "prober",
     NodeReported: "node-lease",
@@ -388,6 +390,8 @@ class Agent:
         elif isinstance(message, RelistCompleted):
             self._node.relisted()
             self._metrics.pleg.relisted(message.duration_s, envelope.sent_at)
+        elif isinstance(message, PlegModeChanged):
+            self._node.pleg_mode(message)
         elif isinstance(message, NodeReported):
             self._node.reported(message)
         elif isinstance(message, PodDeleted):

@@ -71,6 +71,7 @@ def _duration(seconds: float) -> str:
 def format_status(status: dict[str, Any], now: float | None = None) -> str:
     lines = [
         _node_line(status["node"], time.time() if now is None else now),
+        *_pleg_line(status["node"]),
         *_shutdown_line(status["node"]),
         "",
     ]
@@ -97,6 +98,17 @@ def format_status(status: dict[str, Any], now: float | None = None) -> str:
         rows.append((f"{p['namespace']}/{p['name']}", p["phase"], containers or "-"))
     lines += _table(rows)
     return "\n".join(lines)
+
+
+def _pleg_line(node: dict[str, Any]) -> list[str]:
+    """``pleg: evented, relisted 2m3s ago`` or ``pleg: relisting (why), relisted 0s ago``,
+    and ``NOT HEALTHY`` past the kubelet's threshold."""
+    pleg = node.get("pleg")
+    if pleg is None:
+        return []
+    mode = pleg["mode"] + (f" ({pleg['reason']})" if pleg["reason"] else "")
+    line = f"pleg: {mode}, relisted {_duration(pleg['relisted_s_ago'])} ago"
+    return [line if pleg["healthy"] else line + ", NOT HEALTHY"]
 
 
 def _shutdown_line(node: dict[str, Any]) -> list[str]:

@@ -138,6 +138,7 @@ class KubeletConfig:
     logind_conf_dir: str
     node_name: str
     pleg_relist_period: float
+    pleg_runtime_events: bool
     worker_heartbeat_timeout: float
     pod_sync_parallelism: int
     pod_logs_cleanup_delay: float
@@ -694,7 +695,11 @@ _FIELDS: tuple[_Field, ...] = (
     _Field(None, "node_name", _node_name, socket.gethostname().lower(), "--hostname-override",
            "node name to use instead of the host name"),
     _Field(None, "pleg_relist_period", _duration, 1.0, "--pleg-relist-period",
-           "how often to relist containers from the runtime"),
+           "how often to relist containers from the runtime without its events"),
+    _Field(None, "pleg_runtime_events", _bool, True, "--pleg-runtime-events",
+           "follow the runtime's event stream, relisting every 5m while it flows; "
+           "false: relist every --pleg-relist-period", zero_means_default=False,
+           metavar="BOOL"),
     _Field(None, "worker_heartbeat_timeout", _duration, 10.0, "--worker-heartbeat-timeout",
            "how long a worker may stay silent before it is restarted"),
     _Field(None, "pod_sync_parallelism", _int32, 10, "--pod-sync-parallelism",

@@ -40,6 +40,7 @@ def entries(config: KubeletConfig) -> dict[str, WorkerEntry]:
             config.container_runtime_endpoint,
             config.runtime_request_timeout,
             config.pleg_relist_period,
+            config.pleg_runtime_events,
         ),
         "http": functools.partial(http.main, settings("http"), http_options(config)),
         "pod-resources": functools.partial(

@@ -5,8 +5,9 @@
 - ``workers`` import neither the parent's machinery nor the pod logic (``supervisor``);
 - the pod logic (``supervisor/pods``) never imports the parent's process machinery
   (the rest of ``supervisor``) nor ``workers``;
-- the generated CRI stubs (``cri_api``) are imported by ``ipc/cri.py`` only, and the
-  generated pod-resources module by ``workers/podresources/servicer.py`` only.
+- the generated CRI stubs (``cri_api``) are imported by ``ipc/cri.py`` only, the
+  generated pod-resources module by ``workers/podresources/servicer.py`` only, and
+  containerd's events modules (``ipc/containerd``) by ``ipc/runtimeevents.py`` only.
 
 A file obeys every rule whose folder holds it.
 """
@@ -22,7 +23,11 @@ ROOT = Path(__file__).resolve().parent.parent
 STUBS = "cri_api"
 STUB_OWNER = Path("ipc/cri.py")
 GENERATED = {
-    "pkletd.workers.podresources.podresources_pb2": Path("workers/podresources/servicer.py")
+    "pkletd.workers.podresources.podresources_pb2": Path("workers/podresources/servicer.py"),
+    **{
+        f"pkletd.ipc.containerd.{name}_pb2": Path("ipc/runtimeevents.py")
+        for name in ("events", "task", "container")
+    },
 }
 
 

@@ -2,8 +2,10 @@
 whether PLEG is healthy, and the node's own events.
 
 ``NodeState`` is fed by the agent (``reported`` for each ``NodeReported``,
-``relisted`` for each PLEG relist), answers ``pleg_ok`` for the ``ParentAlive``
-broadcast (the kubelet's 3-minute PLEG threshold), records the kubelet's node
+``relisted`` for each PLEG relist, ``pleg_mode`` for each ``PlegModeChanged``), answers
+``pleg_ok`` for the ``ParentAlive`` broadcast (the kubelet's PLEG thresholds: 3 minutes
+since the last relist, 10 while runtime events flow and relists are 5 minutes apart;
+a mode change applies its threshold at once, as the kubelet's does), records the kubelet's node
 events (``Starting``, ``NodeHasSufficientMemory``..., ``NodeReady``/``NodeNotReady``
 on each change of a condition) and says what ``pkletd status`` shows of the node.
 """
@@ -14,10 +16,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pkletd.ipc.messages import NodeReported
+from pkletd.ipc.messages import NodeReported, PlegMode, PlegModeChanged
 from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason
 
 PLEG_HEALTHY_S = 180.0  # the kubelet's relist threshold ("PLEG is not healthy")
+EVENTED_PLEG_HEALTHY_S = 600.0  # its threshold while the runtime's events flow
 
 # (condition type, status) -> the kubelet's event reason
 CONDITION_EVENTS = {
@@ -45,6 +48,7 @@ class NodeState:
         self._events = events
         self._clock = clock
         self._last_relist = clock()  # PLEG gets its threshold from the start
+        self._pleg = PlegModeChanged(PlegMode.RELISTING, "not reported yet")
         self._report: NodeReported | None = None
         self._conditions: Mapping[str, str] = {}
         if joined:
@@ -53,8 +57,13 @@ class NodeState:
     def relisted(self) -> None:
         self._last_relist = self._clock()
 
+    def pleg_mode(self, changed: PlegModeChanged) -> None:
+        self._pleg = changed
+
     def pleg_ok(self) -> bool:
-        return self._clock() - self._last_relist < PLEG_HEALTHY_S
+        evented = self._pleg.mode is PlegMode.EVENTED
+        threshold = EVENTED_PLEG_HEALTHY_S if evented else PLEG_HEALTHY_S
+        return self._clock() - self._last_relist < threshold
 
     def reported(self, report: NodeReported) -> None:
         self._report = report
@@ -75,6 +84,12 @@ class NodeState:
             "status_reported_at": report.status_reported_at if report is not None else 0.0,
             "api_error": report.api_error if report is not None else "",
             "conditions": dict(self._conditions),
+            "pleg": {
+                "mode": self._pleg.mode.value,
+                "reason": self._pleg.reason,
+                "relisted_s_ago": self._clock() - self._last_relist,
+                "healthy": self.pleg_ok(),
+            },
         }
 
     def _event(self, reason: Reason, message: str) -> None:

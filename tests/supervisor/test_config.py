@@ -123,6 +123,7 @@ def test_defaults_without_a_file() -> None:
         logind_conf_dir="/etc/systemd/logind.conf.d",
         node_name=socket.gethostname().lower(),
         pleg_relist_period=1.0,
+        pleg_runtime_events=True,
         worker_heartbeat_timeout=10.0,
         pod_sync_parallelism=10,
         pod_logs_cleanup_delay=60.0,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from pkletd.ipc.messages import SANDBOX_PREFIX, PodLifecycleEvent
-from pkletd.workers.pleg import DIED, REMOVED, SANDBOX_CHANGED, STARTED, diff
+from pkletd.workers.pleg.diff import DIED, REMOVED, SANDBOX_CHANGED, STARTED, diff
 
 OWNERS = {"c1": "uid-1", "c2": "uid-2", SANDBOX_PREFIX + "s1": "uid-1"}
 

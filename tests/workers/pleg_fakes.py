@@ -1,0 +1,155 @@
+"""Fakes for PLEG's unit tests: a runtime, an event source whose streams the test drives,
+a bus that records, a clock the test steps, and a wait for the worker's inbox."""
+
+from __future__ import annotations
+
+import queue
+import select
+from collections.abc import Iterator
+
+from pkletd.ipc.apimodel.podspec import PodUID
+from pkletd.ipc.cri import (
+    ContainerID,
+    ContainerInfo,
+    ContainerState,
+    SandboxID,
+    SandboxInfo,
+    SandboxState,
+)
+from pkletd.ipc.messages import Message
+from pkletd.ipc.runtimeevents import RuntimeEvent, StreamError
+from pkletd.workers.pleg.worker import Pleg
+
+POD_UID_LABEL = "io.kubernetes.pod.uid"
+
+
+def container(cid: str, state: str, uid: str, sandbox: str = "s1") -> ContainerInfo:
+    return ContainerInfo(
+        id=ContainerID(cid),
+        sandbox_id=SandboxID(sandbox),
+        name="c",
+        attempt=0,
+        state=ContainerState(state),
+        created_at=0,
+        image="busybox",
+        image_ref="busybox",
+        labels={POD_UID_LABEL: uid},
+        annotations={},
+    )
+
+
+def sandbox(sid: str, state: str, uid: str) -> SandboxInfo:
+    return SandboxInfo(
+        id=SandboxID(sid),
+        name="p",
+        namespace="default",
+        uid=PodUID(uid),
+        attempt=0,
+        state=SandboxState(state),
+        created_at=0,
+        labels={POD_UID_LABEL: uid},
+        annotations={},
+    )
+
+
+class FakeRuntime:
+    """Sandboxes and containers by id; the test changes them between reads."""
+
+    def __init__(self) -> None:
+        self.sandboxes: dict[str, SandboxInfo] = {}
+        self.containers: dict[str, ContainerInfo] = {}
+        self.lists = 0
+        self.closed = False
+
+    def list_sandboxes(self) -> list[SandboxInfo]:
+        self.lists += 1
+        return list(self.sandboxes.values())
+
+    def list_containers(self) -> list[ContainerInfo]:
+        return list(self.containers.values())
+
+    def find_sandbox(self, sandbox_id: str) -> SandboxInfo | None:
+        return self.sandboxes.get(sandbox_id)
+
+    def find_container(self, container_id: str) -> ContainerInfo | None:
+        return self.containers.get(container_id)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class FakeStream:
+    """A subscription the test feeds (``push``) and ends (``end``); ``refused`` ends it
+    at once, as a runtime without the events API does."""
+
+    def __init__(self, refused: str = "") -> None:
+        self._items: queue.SimpleQueue[RuntimeEvent | StreamError] = queue.SimpleQueue()
+        self._active = not refused
+        if refused:
+            self._items.put(StreamError(refused, "unknown service"))
+
+    def __iter__(self) -> Iterator[RuntimeEvent]:
+        while True:
+            item = self._items.get(timeout=30)
+            if isinstance(item, StreamError):
+                self._active = False
+                raise item
+            yield item
+
+    def push(self, event: RuntimeEvent) -> None:
+        self._items.put(event)
+
+    def end(self, code: str, detail: str) -> None:
+        self._items.put(StreamError(code, detail))
+
+    def active(self) -> bool:
+        return self._active
+
+    def cancel(self) -> None:
+        self.end("CANCELLED", "Locally cancelled by application!")
+
+
+class FakeSource:
+    """Hands out streams: refused ones while ``refusing`` names a gRPC code."""
+
+    def __init__(self) -> None:
+        self.streams: list[FakeStream] = []
+        self.refusing = ""
+        self.closed = False
+
+    def subscribe(self) -> FakeStream:
+        stream = FakeStream(self.refusing)
+        self.streams.append(stream)
+        return stream
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class FakeBus:
+    def __init__(self) -> None:
+        self.sent: list[Message] = []
+
+    def send(self, message: Message) -> None:
+        self.sent.append(message)
+
+    def take(self) -> list[Message]:
+        taken, self.sent = self.sent, []
+        return taken
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def take_inbox(pleg: Pleg, timeout: float = 10.0) -> None:
+    """Wait (with a deadline) until the stream's thread handed the loop something; take it."""
+    (fd,) = pleg.fds()
+    readable, _, _ = select.select([fd], [], [], timeout)
+    if not readable:
+        raise AssertionError(f"nothing reached PLEG's inbox within {timeout:.0f}s")
+    pleg.on_readable(fd)

@@ -1,0 +1,72 @@
+"""Waiting for the CRI to show what a runtime event says.
+
+containerd publishes an event before its CRI plugin has folded it in: the plugin
+handles a task's exit (it deletes the task, then marks the container exited) and a
+removal (it deletes the container's record, then forgets it) after the event went out.
+So the object an event names is read at once and, while the CRI still shows it as it
+was, again after a short delay (``FIRST_DELAY_S`` doubling to ``MAX_DELAY_S``) until the
+CRI shows the change or ``SETTLE_S`` has passed; the relist is the safety net after that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pkletd.ipc.runtimeevents import RuntimeEvent, Topic
+
+FIRST_DELAY_S = 0.005
+MAX_DELAY_S = 0.5
+SETTLE_S = 10.0
+ALIVE = frozenset({"running", "ready"})  # a running container, a ready sandbox
+
+
+def settled(topic: Topic, state: str | None) -> bool:
+    """The CRI shows what an event of ``topic`` says (``state`` None: the object is gone)."""
+    if topic is Topic.TASK_EXIT:
+        return state not in ALIVE
+    return state is None
+
+
+@dataclass(slots=True)
+class Awaited:
+    topic: Topic
+    deadline: float
+    due: float
+    delay: float
+
+
+class Awaiting:
+    """Objects whose event the CRI does not show yet, and when to read each again."""
+
+    def __init__(self) -> None:
+        self._awaited: dict[str, Awaited] = {}
+
+    def add(self, event: RuntimeEvent, now: float) -> None:
+        """Read ``event``'s object now (its newest event replaces an older one)."""
+        self._awaited[event.object_id] = Awaited(event.topic, now + SETTLE_S, now, FIRST_DELAY_S)
+
+    def due(self, now: float) -> list[str]:
+        return [object_id for object_id, a in self._awaited.items() if a.due <= now]
+
+    def read(self, object_id: str, state: str | None, now: float) -> None:
+        """What a read of ``object_id`` found: done with it, or read it again later."""
+        awaited = self._awaited.get(object_id)
+        if awaited is not None and settled(awaited.topic, state):
+            del self._awaited[object_id]
+        else:
+            self.later(object_id, now)
+
+    def later(self, object_id: str, now: float) -> None:
+        """Read ``object_id`` again after its delay (unchanged, or the read failed); give
+        it up past its deadline."""
+        awaited = self._awaited.get(object_id)
+        if awaited is None:
+            return
+        if now >= awaited.deadline:
+            del self._awaited[object_id]
+            return
+        awaited.due = now + awaited.delay
+        awaited.delay = min(awaited.delay * 2, MAX_DELAY_S)
+
+    def next_due(self) -> float | None:
+        return min((a.due for a in self._awaited.values()), default=None)
