@@ -176,7 +176,8 @@ def test_disk_pressure_on_one_filesystem_reclaims_first(closing: Any) -> None:
     assert bus.sent[1] == EvictionThresholdMet("nodefs.available", "ephemeral-storage", True)
     assert bus.sent[2] == ReclaimRequested("eviction: nodefs.available")
     worker.on_broadcast(collected(reclaim=False))  # a periodic collection: not ours
-    assert worker._phase is Phase.RECLAIMING
+    worker.on_broadcast(collected(reclaim=True, kind=GarbageKind.CONTAINERS))
+    assert worker._phase is Phase.RECLAIMING  # image GC has not run yet
     worker.on_broadcast(collected(reclaim=True))
     settle(worker, clock)
     assert "EvictionNeeded" not in bus.kinds()  # the reclaim was enough
@@ -191,6 +192,7 @@ def test_reclaim_that_is_not_enough_leads_to_an_eviction(closing: Any) -> None:
     closing(worker)
     settle(worker, clock)
     worker.on_broadcast(collected(reclaim=True))
+    worker.on_broadcast(collected(reclaim=True, kind=GarbageKind.CONTAINERS))
     settle(worker, clock)
     assert bus.kinds()[-2:] == ["ReclaimRequested", "EvictionNeeded"]
     assert usage.asked == [False]  # disk needs the whole Summary
@@ -239,8 +241,8 @@ def test_a_restarted_worker_waits_for_a_pod_still_being_evicted(closing: Any) ->
     assert bus.kinds()[0] == "SignalsObserved"
 
 
-def collected(reclaim: bool) -> GarbageCollected:
-    return GarbageCollected(GarbageKind.IMAGES, reclaim, 0, 0, 0, 1, 100, "")
+def collected(reclaim: bool, kind: GarbageKind = GarbageKind.IMAGES) -> GarbageCollected:
+    return GarbageCollected(kind, reclaim, 0, 0, 0, 1, 100, "")
 
 
 # --- what each pod uses ------------------------------------------------------------------

@@ -7,7 +7,8 @@ loop), report ``SignalsObserved``. If a threshold is met past its grace period, 
 
 - ask for node-level reclaim (``ReclaimRequested``, when the threshold's signal is one
   that image and container GC can relieve), wait for the image-gc worker's reclaim
-  (``GarbageCollected`` with ``reclaim``, at most ``RECLAIM_WAIT_S``), read the signals
+  (``GarbageCollected`` with ``reclaim`` for both its collections, containers and
+  images; at most ``RECLAIM_WAIT_S``), read the signals
   again, and stop there if every threshold clears its minimum reclaim; or
 - measure what each pod uses (a Summary, on the thread) and report ``EvictionNeeded``:
   the parent evicts one pod. The next round starts once that pod's containers stopped
@@ -34,6 +35,7 @@ from pkletd.ipc.messages import (
     EvictionNeeded,
     EvictionThresholdMet,
     GarbageCollected,
+    GarbageKind,
     Message,
     PodForgotten,
     PodStatusUpdated,
@@ -54,6 +56,9 @@ log = logging.getLogger(__name__)
 
 RECLAIM_WAIT_S = 120.0  # how long a node-level reclaim may take before the round goes on
 POD_CLEANUP_S = 30.0  # the kubelet's podCleanupTimeout
+# a reclaim is done once both collections it runs were carried out, as the kubelet runs
+# container GC, then image GC, before it measures again
+RECLAIMS = frozenset({GarbageKind.CONTAINERS, GarbageKind.IMAGES})
 EVICTED = "Evicted"
 # signals node-level reclaim (container and image GC) can relieve; on a dedicated image
 # filesystem nodefs holds no images or containers (buildSignalToNodeReclaimFuncs)
@@ -134,6 +139,7 @@ class EvictionWorker:
         self._target: tuple[Threshold, Verdict, Reading] | None = None
         self._evicted_before: set[str] = set()
         self._evicting: str = ""  # the pod the parent evicted this round
+        self._reclaimed: set[GarbageKind] = set()  # collections done since the reclaim
         self._results: Inbox[_Read | _Measured | BaseException] = Inbox()
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="measure")
 
@@ -163,7 +169,8 @@ class EvictionWorker:
             if message.uid == self._evicting:
                 self._next_round(self._clock())
         elif isinstance(message, GarbageCollected) and message.reclaim:
-            if self._phase is Phase.RECLAIMING:
+            self._reclaimed.add(message.collection)
+            if self._phase is Phase.RECLAIMING and self._reclaimed >= RECLAIMS:
                 self._read(after_reclaim=True)
 
     def fds(self) -> Sequence[int]:
@@ -233,6 +240,7 @@ class EvictionWorker:
         self._bus.send(EvictionThresholdMet(target.signal, target.resource, reclaim))
         self._target = (target, verdict, result.reading)
         if reclaim:
+            self._reclaimed = set()
             self._bus.send(ReclaimRequested(f"eviction: {target.signal}"))
             self._phase, self._due = Phase.RECLAIMING, now + RECLAIM_WAIT_S
         else:
