@@ -296,8 +296,11 @@ class SyncLoop:
         ``Evicted``, its containers stopped within the eviction's grace period."""
         active = self._pods.active()
         chosen = eviction.choose(active, needed, self._admitter.requests, max_pod_grace_s)
+        if not active:
+            log.error("eviction thresholds met, but no pods are active to evict")
+            return
         if chosen is None:
-            log.error("unable to evict any pod resource=%s pods=%d", needed.resource, len(active))
+            log.info("unable to evict any pod: all critical pods=%d", len(active))
             return
         pod = chosen.pod
         log.warning(
