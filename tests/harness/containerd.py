@@ -617,11 +617,16 @@ class PrivateContainerd:
     def restart(self, timeout: float = START_TIMEOUT) -> None:
         """Stop the daemon (SIGTERM) and start it again on the same state, as a service
         restart does: the shims, and so the pods' containers, keep running throughout."""
-        self._terminate(timeout)
+        self.stop_daemon(timeout)
         self._spawn()
         self._wait_ready(timeout)
 
     # stop ---------------------------------------------------------------
+    def stop_daemon(self, timeout: float = STOP_TIMEOUT) -> None:
+        """Stop containerd alone (SIGTERM), as a service stop does: its shims, and so the
+        pods' containers, keep running; ``start()`` (or the CLI's ``up``) brings it back."""
+        self._terminate(timeout)
+
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
         """Remove all pods, stop containerd and its shims, and unmount everything under base_dir."""
         errors: list[str] = []

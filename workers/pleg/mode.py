@@ -93,7 +93,7 @@ class ModeSwitch:
 
     def _say_fallback(self) -> None:
         log.info(
-            "falling back to relisting period=%gs reason=%s resubscribe_in=%gs",
+            "falling back to relisting period=%gs reason=%s resubscribe_in=%.3gs",
             self._period,
             self.reason,
             self.next_subscribe - self._clock(),
