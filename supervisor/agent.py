@@ -24,6 +24,7 @@ from pkletd.ipc.messages import (
     EventRecorded,
     EvictionNeeded,
     EvictionThresholdMet,
+    GarbageFound,
     Heartbeat,
     Hello,
     InhibitorReported,
@@ -39,6 +40,7 @@ from pkletd.ipc.messages import (
     PodsListed,
     ProbeMetrics,
     ProbeResult,
+    ReclaimRequested,
     ReleaseShutdownInhibitor,
     RelistCompleted,
     ServicesListed,
@@ -71,6 +73,9 @@ from pkletd.supervisor.pods import admission
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.cgroups.podcgroups import PodCgroups
 from pkletd.supervisor.pods.events import EventRecorder
+from pkletd.supervisor.pods.garbage import GarbageCollector, Thresholds
+from pkletd.supervisor.pods.garbagecheck import GarbageCheck
+from pkletd.supervisor.pods.garbageremover import GarbageRemover
 from pkletd.supervisor.pods.nodeinfo import NodeInfo, kernel_version
 from pkletd.supervisor.pods.objects import ApiObjects
 from pkletd.supervisor.pods.podsync import PodSyncer
@@ -94,6 +99,7 @@ FACTS_FROM = {
     ObjectFetched: "pod-objects",
     TokenIssued: "pod-objects",
     ServicesListed: "pod-objects",
+    GarbageFound: "image-gc",
     SignalsObserved: "eviction",
     EvictionThresholdMet: "eviction",
     EvictionNeeded: "eviction",
@@ -146,6 +152,16 @@ class Agent:
         self._node = NodeState(config.node_name, bool(config.kubeconfig), self._events)
         self._node_object: dict[str, Any] = {}  # what the node-lease worker registers
         self._sync = SyncLoop(self._parts(config, worker_names), self._bus.publish)
+        self._garbage = GarbageCollector(
+            GarbageCheck(self._pods, self._pod_workers.busy),
+            GarbageRemover(runtime, Path(config.pod_logs_dir)),
+            self._events,
+            config.node_name,
+            Thresholds(
+                config.image_gc_high_threshold_percent, config.image_gc_low_threshold_percent
+            ),
+            self._bus.publish,
+        )
         self._node_shutdown = NodeShutdown.of(config, self._sync, self._events)
         self._pressure = NodePressure(config.node_name, self._events)
         self._children = Children(
@@ -207,6 +223,7 @@ class Agent:
             self._forkserver.fileno(),
             self._pod_workers.fileno(),
             self._control.fileno(),
+            self._garbage.fileno(),
             self._signals.fileno(),
         ):
             poller.register(fd, zmq.POLLIN)
@@ -249,6 +266,8 @@ class Agent:
             self._on_forkserver()
         elif sock == self._pod_workers.fileno():
             self._sync.on_pod_workers()
+        elif sock == self._garbage.fileno():
+            self._garbage.on_removed()
         elif sock == self._control.fileno():
             for request in self._control.pending():
                 request.reply.put(self._answer(request))
@@ -402,6 +421,10 @@ class Agent:
             self._sync.on_token_issued(message)
         elif isinstance(message, ServicesListed):
             self._sync.on_services_listed(message)
+        elif isinstance(message, GarbageFound):
+            self._garbage.on_found(message)
+        elif isinstance(message, ReclaimRequested):
+            self._garbage.reclaim(message.reason)
         elif isinstance(message, (NodeShutdownStarted, NodeShutdownCancelled)):
             self._on_node_shutdown(message)
         elif isinstance(message, InhibitorReported):
@@ -458,6 +481,7 @@ class Agent:
             return {
                 "ok": True,
                 "workers": [w.as_dict(now) for w in self._children.workers.values()],
+                "gc": self._garbage.status(),
                 "node": self._node_status(),
                 "pressure": self._pressure.status(),
                 **self._sync.status(events=request.body.get("events") is True),
@@ -498,6 +522,7 @@ class Agent:
     def _shutdown(self) -> None:
         self._control.close()
         self._pod_workers.shutdown()
+        self._garbage.close()
         self._bus.close()
         self._forkserver.close()
         self._runtime.close()

@@ -75,6 +75,8 @@ def format_status(status: dict[str, Any], now: float | None = None) -> str:
         *_shutdown_line(status["node"]),
         "",
     ]
+    if status.get("gc"):
+        lines += [*_gc_lines(status["gc"], time.time() if now is None else now), ""]
     if status.get("pressure", {}).get("signals"):
         lines += _pressure_lines(status["pressure"]) + [""]
     rows: list[tuple[str, ...]] = [("WORKER", "PID", "STATE", "RESTARTS", "UPTIME", "LAST EXIT")]
@@ -177,6 +179,45 @@ def _amount(value: int, counted: bool) -> str:
         if value >= size:
             return f"{value / size:.1f}{unit}"
     return str(value)
+
+
+def _gc_lines(gc: dict[str, Any], now: float) -> list[str]:
+    """The image filesystem against the image GC thresholds, then the last collections."""
+    fs = gc["image_fs"]
+    head = "image fs: not read yet"
+    if fs is not None:
+        head = (
+            f"image fs: {fs['usage_percent']}% used of {_size(fs['capacity_bytes'])} "
+            f"(image GC at {fs['high_threshold_percent']}%, "
+            f"down to {fs['low_threshold_percent']}%)"
+        )
+    return [
+        head,
+        _gc_line("image GC", gc["image_gc"], now),
+        _gc_line("container GC", gc["container_gc"], now),
+    ]
+
+
+def _gc_line(what: str, last: dict[str, Any] | None, now: float) -> str:
+    """``image GC 2m3s ago: 3 images removed, 1.2Mi freed; error: ...``."""
+    if last is None:
+        return f"{what}: not run yet"
+    if "images" in last:
+        removed = f"{last['images']} images removed, {_size(last['freed_bytes'])} freed"
+    else:
+        removed = (
+            f"{last['containers']} containers, {last['sandboxes']} sandboxes, "
+            f"{last['log_dirs']} log dirs removed"
+        )
+    line = f"{what} {_duration(now - last['at'])} ago: {removed}"
+    return f"{line}; error: {last['error']}" if last["error"] else line
+
+
+def _size(count: int) -> str:
+    for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if count >= size:
+            return f"{count / size:.1f}{unit}"
+    return f"{count}B"
 
 
 def _container_cell(container: dict[str, Any]) -> str:

@@ -93,6 +93,10 @@ class KubeletConfig:
     container_log_max_files: int
     container_log_max_workers: int
     container_log_monitor_interval: float
+    image_minimum_gc_age: float
+    image_maximum_gc_age: float  # 0: off
+    image_gc_high_threshold_percent: int
+    image_gc_low_threshold_percent: int
     register_node: bool
     register_with_taints: tuple[labels.Taint, ...]
     node_status_update_frequency: float
@@ -131,6 +135,9 @@ class KubeletConfig:
     kubeconfig: str
     node_ip: str
     node_labels: tuple[tuple[str, str], ...]
+    minimum_container_ttl_duration: float
+    maximum_dead_containers_per_container: int  # negative: no limit
+    maximum_dead_containers: int  # negative: no limit
     # pkletd's own settings (flags only)
     root_dir: str
     run_dir: str
@@ -141,7 +148,8 @@ class KubeletConfig:
     pleg_runtime_events: bool
     worker_heartbeat_timeout: float
     pod_sync_parallelism: int
-    pod_logs_cleanup_delay: float
+    image_gc_period: float  # the kubelet's ImageGCPeriod, a constant there
+    container_gc_period: float  # the kubelet's ContainerGCPeriod, a constant there
     eviction_monitoring_period: float
 
 
@@ -211,6 +219,8 @@ def _integer(lo: int, hi: int) -> Callable[[object], int]:
 
 _port = _integer(0, 65535)
 _int32 = _integer(0, 2**31 - 1)
+_signed_int32 = _integer(-(2**31), 2**31 - 1)
+_percent = _integer(0, 100)
 _int64 = _integer(-(2**63), 2**63 - 1)
 
 
@@ -600,6 +610,17 @@ _FIELDS: tuple[_Field, ...] = (
            None, "", zero_means_default=False),
     _Field("containerLogMonitorInterval", "container_log_monitor_interval", _monitor_interval,
            10.0, None, "", zero_means_default=False),
+    _Field("imageMinimumGCAge", "image_minimum_gc_age", _duration, 120.0,
+           "--minimum-image-ttl-duration",
+           "minimum age of an unused image before it is garbage collected"),
+    _Field("imageMaximumGCAge", "image_maximum_gc_age", _duration, 0.0, None, ""),
+    _Field("imageGCHighThresholdPercent", "image_gc_high_threshold_percent", _percent, 85,
+           "--image-gc-high-threshold",
+           "percent of the image filesystem used at which image GC runs; 100: never",
+           zero_means_default=False),
+    _Field("imageGCLowThresholdPercent", "image_gc_low_threshold_percent", _percent, 80,
+           "--image-gc-low-threshold", "percent of the image filesystem image GC frees down to",
+           zero_means_default=False),
     _Field("registerNode", "register_node", _bool, True, "--register-node",
            "register the node with the API server (with --kubeconfig)",
            zero_means_default=False, metavar="BOOL"),
@@ -682,6 +703,17 @@ _FIELDS: tuple[_Field, ...] = (
            "IP address of the node (its InternalIP); empty: the host's"),
     _Field(None, "node_labels", _node_labels, (), "--node-labels",
            "labels the node registers with, key=value[,...]", metavar="LABELS"),
+    _Field(None, "minimum_container_ttl_duration", _duration, 0.0,
+           "--minimum-container-ttl-duration",
+           "minimum age of a finished container before it is garbage collected (deprecated "
+           "in the kubelet)"),
+    _Field(None, "maximum_dead_containers_per_container", _signed_int32, 1,
+           "--maximum-dead-containers-per-container",
+           "most old instances kept per container; negative: no limit (deprecated in the "
+           "kubelet)", zero_means_default=False),
+    _Field(None, "maximum_dead_containers", _signed_int32, -1, "--maximum-dead-containers",
+           "most old container instances kept on the node; negative: no limit (deprecated "
+           "in the kubelet)", zero_means_default=False),
     _Field(None, "root_dir", _string, "/var/lib/kubelet", "--root-dir",
            "directory for pod volumes and plugin state"),
     _Field(None, "run_dir", _string, "/run/pkletd", "--run-dir",
@@ -704,8 +736,10 @@ _FIELDS: tuple[_Field, ...] = (
            "how long a worker may stay silent before it is restarted"),
     _Field(None, "pod_sync_parallelism", _int32, 10, "--pod-sync-parallelism",
            "how many pods are synced at once"),
-    _Field(None, "pod_logs_cleanup_delay", _duration, 60.0, "--pod-logs-cleanup-delay",
-           "how long a pod log dir must have had no pod before it is removed"),
+    _Field(None, "image_gc_period", _duration, 300.0, "--image-gc-period",
+           "how often image GC runs (a constant in the kubelet; for tests)"),
+    _Field(None, "container_gc_period", _duration, 60.0, "--container-gc-period",
+           "how often container GC runs (a constant in the kubelet; for tests)"),
     _Field(None, "eviction_monitoring_period", _duration, 10.0, "--eviction-monitoring-period",
            "how often the eviction signals are measured (the kubelet's is fixed at 10s)"),
 )  # fmt: skip
@@ -916,6 +950,7 @@ def load(args: argparse.Namespace) -> LoadResult:
     values.update(_flag_values(args, with_file))
     _check_shutdown(values)
     _check_tls(values)
+    _check_image_gc(values)
     _settle_eviction(values)
     return LoadResult(KubeletConfig(**values), warnings)
 
@@ -960,6 +995,23 @@ def _check_shutdown(values: dict[str, Any]) -> None:
         raise ConfigError(
             "Cannot specify both shutdownGracePeriodByPodPriority and shutdownGracePeriod "
             "at the same time"
+        )
+
+
+def _check_image_gc(values: dict[str, Any]) -> None:
+    """The kubelet's cross-field image GC checks, in its words."""
+    low = values["image_gc_low_threshold_percent"]
+    high = values["image_gc_high_threshold_percent"]
+    if low >= high:
+        raise ConfigError(
+            f"imageGCLowThresholdPercent (--image-gc-low-threshold) {low} must be less than "
+            f"imageGCHighThresholdPercent (--image-gc-high-threshold) {high}"
+        )
+    max_age, min_age = values["image_maximum_gc_age"], values["image_minimum_gc_age"]
+    if max_age and max_age <= min_age:
+        raise ConfigError(
+            f"imageMaximumGCAge {go_duration(max_age)} must be greater than imageMinimumGCAge "
+            f"{go_duration(min_age)}"
         )
 
 

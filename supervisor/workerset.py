@@ -14,6 +14,7 @@ from pkletd.workers import (
     filesource,
     http,
     httpsource,
+    imagegc,
     logrotator,
     pleg,
     podresources,
@@ -86,11 +87,12 @@ def entries(config: KubeletConfig) -> dict[str, WorkerEntry]:
         settings("log-rotator"),
         config.container_runtime_endpoint,
         config.runtime_request_timeout,
-        Path(config.pod_logs_dir),
         logrotator.RotatePolicy(config.container_log_max_size, config.container_log_max_files),
         config.container_log_monitor_interval,
         config.container_log_max_workers,
-        config.pod_logs_cleanup_delay,
+    )
+    found["image-gc"] = functools.partial(
+        imagegc.main, settings("image-gc"), image_gc_options(config)
     )
     found["eviction"] = functools.partial(
         eviction.main,
@@ -114,6 +116,27 @@ def eviction_options(config: KubeletConfig) -> eviction.Options:
         thresholds,
         config.eviction_pressure_transition_period,
         config.eviction_monitoring_period,
+    )
+
+
+def image_gc_options(config: KubeletConfig) -> imagegc.Options:
+    return imagegc.Options(
+        config.container_runtime_endpoint,
+        config.runtime_request_timeout,
+        Path(config.pod_logs_dir),
+        imagegc.ImagePolicy(
+            config.image_gc_high_threshold_percent,
+            config.image_gc_low_threshold_percent,
+            config.image_minimum_gc_age,
+            config.image_maximum_gc_age,
+        ),
+        imagegc.ContainerPolicy(
+            config.minimum_container_ttl_duration,
+            config.maximum_dead_containers_per_container,
+            config.maximum_dead_containers,
+        ),
+        config.image_gc_period,
+        config.container_gc_period,
     )
 
 

@@ -1,4 +1,4 @@
-"""pkletd: log-rotator -- the kubelet's container log manager, and pod log dir cleanup.
+"""pkletd: log-rotator -- the kubelet's container log manager.
 
 Rotation, as ``pkg/kubelet/logs/container_log_manager.go`` does it, every
 ``containerLogMonitorInterval`` (counted from the end of the previous pass), with
@@ -18,11 +18,8 @@ up to ``containerLogMaxWorkers`` containers at a time:
   (a reader may still be following it), and the older ones compressed.
 
 A negative ``containerLogMaxSize`` turns rotation off (the kubelet's stub manager).
-
-Cleanup (pkletd's stand-in for the kubelet's ``evictPodLogsDirectories``): a
-``<podLogsDir>/<namespace>_<name>_<uid>`` directory whose pod has had no sandbox
-in the runtime, and is not a pod the parent has, for longer than
-``--pod-logs-cleanup-delay`` (1 min) is removed with everything in it.
+The log dirs of pods that are gone are container GC's (the image-gc worker, carried
+out by the parent), as in the kubelet.
 
 ReopenContainerLog is a runtime write outside the parent: this worker is a named
 exception to the one-writer rule (docs/DESIGN.md), touching nothing but log files.
@@ -41,12 +38,11 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 from pkletd.ipc.bus import WorkerBus
 from pkletd.ipc.cri import ContainerInfo, ContainerState, CriError, CriRuntime
-from pkletd.ipc.messages import Message, PodForgotten, PodStatusUpdated, Snapshot
+from pkletd.ipc.messages import Message, Snapshot
 from pkletd.workers.lifecycle import WorkerSettings, serve
 
 log = logging.getLogger(__name__)
@@ -152,52 +148,6 @@ def rotate_if_full(runtime: LogReopener, container_id: str, path: str, policy: R
     return rotate(runtime, container_id, path, policy)
 
 
-# --- pod log dirs -----------------------------------------------------------------------
-
-
-def pod_uid_of(dir_name: str) -> str:
-    """The pod UID in a ``<namespace>_<name>_<uid>`` directory name, else ""."""
-    parts = dir_name.split("_")
-    return parts[2] if len(parts) == 3 and all(parts) else ""
-
-
-class LogDirJanitor:
-    """Removes pod log dirs whose pod has been gone (no sandbox, unknown) for ``delay`` s."""
-
-    def __init__(self, root: Path, delay: float) -> None:
-        self._root = root
-        self._delay = delay
-        self._gone_since: dict[str, float] = {}  # dir name -> when first seen without a pod
-
-    def sweep(self, present: set[str], now: float) -> list[Path]:
-        """Remove what is due; ``present`` is every pod UID that still has a sandbox or
-        that the parent has. Returns the directories removed."""
-        try:
-            entries = [e for e in self._root.iterdir() if e.is_dir() and not e.is_symlink()]
-        except FileNotFoundError:
-            entries = []
-        removed = []
-        seen = set()
-        for entry in entries:
-            uid = pod_uid_of(entry.name)
-            if not uid or uid in present:
-                continue
-            seen.add(entry.name)
-            since = self._gone_since.setdefault(entry.name, now)
-            if now - since < self._delay:
-                continue
-            try:
-                shutil.rmtree(entry)
-            except OSError as exc:
-                log.error("pod log dir not removed path=%s error=%s", entry, exc)
-                continue
-            log.info("removed pod log dir path=%s uid=%s", entry, uid)
-            removed.append(entry)
-            seen.discard(entry.name)
-        self._gone_since = {k: v for k, v in self._gone_since.items() if k in seen}
-        return removed
-
-
 # --- the worker -------------------------------------------------------------------------
 
 
@@ -208,21 +158,17 @@ class LogRotator:
         policy: RotatePolicy,
         interval: float,
         workers: int,
-        janitor: LogDirJanitor,
     ) -> None:
         self._runtime = runtime
         self._policy = policy
         self._interval = interval
-        self._janitor = janitor
         self._workers = workers
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rotate")
-        self._known: frozenset[str] = frozenset()  # pod UIDs the parent has
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="passes", daemon=True)
 
     def on_snapshot(self, snapshot: Snapshot) -> None:
-        self._known = frozenset(str(p["metadata"]["uid"]) for p in snapshot.pods)
-        if self._thread.ident is None:  # the first snapshot: the UIDs are known, start
+        if self._thread.ident is None:  # the first snapshot: the parent is there, start
             log.info(
                 "log rotation max_size=%d max_files=%d interval=%gs workers=%d",
                 self._policy.max_size,
@@ -233,10 +179,7 @@ class LogRotator:
             self._thread.start()
 
     def on_broadcast(self, message: Message) -> None:
-        if isinstance(message, PodStatusUpdated):
-            self._known = self._known | {str(message.pod["metadata"]["uid"])}
-        elif isinstance(message, PodForgotten):
-            self._known = self._known - {message.uid}
+        pass  # rotation needs nothing of the parent's
 
     def fds(self) -> Sequence[int]:
         return ()
@@ -267,21 +210,15 @@ class LogRotator:
             self._stop.wait(self._interval)
 
     def run_pass(self) -> None:
-        if self._policy.max_size >= 0:
-            try:
-                listed = self._runtime.list_containers()
-            except CriError as exc:
-                log.error("listing containers failed error=%s", exc)
-                listed = []
-            running = [c for c in listed if c.pod_uid and c.state is ContainerState.RUNNING]
-            list(self._pool.map(self._rotate_container, running))
-        try:
-            sandboxes = self._runtime.list_sandboxes()
-        except CriError as exc:
-            log.error("listing sandboxes failed error=%s", exc)
+        if self._policy.max_size < 0:
             return
-        present = {s.uid for s in sandboxes if s.uid} | self._known
-        self._janitor.sweep(present, time.monotonic())
+        try:
+            listed = self._runtime.list_containers()
+        except CriError as exc:
+            log.error("listing containers failed error=%s", exc)
+            return
+        running = [c for c in listed if c.pod_uid and c.state is ContainerState.RUNNING]
+        list(self._pool.map(self._rotate_container, running))
 
     def _rotate_container(self, container: ContainerInfo) -> None:
         if self._stop.is_set():
@@ -301,18 +238,10 @@ def main(
     settings: WorkerSettings,
     endpoint: str,
     timeout: float,
-    pod_logs_dir: Path,
     policy: RotatePolicy,
     interval: float,
     workers: int,
-    cleanup_delay: float,
 ) -> int:
     bus = WorkerBus(settings.run_dir, settings.name)
-    rotator = LogRotator(
-        CriRuntime(endpoint, timeout),
-        policy,
-        interval,
-        workers,
-        LogDirJanitor(pod_logs_dir, cleanup_delay),
-    )
+    rotator = LogRotator(CriRuntime(endpoint, timeout), policy, interval, workers)
     return serve(settings, bus, rotator)

@@ -269,6 +269,24 @@ def list_image_names(address: str) -> set[str]:
     return set(_ctr(address, "images", "ls", "-q").split())
 
 
+def import_busybox_copy(address: str, name: str, cache_dir: Path) -> None:
+    """Import the busybox image again under ``name`` (``host/repo:tag``), with a file of
+    its own (``/image-name``) so it is an image of its own: its own id and layer."""
+    spec = busybox_spec()
+    entries = (*spec.entries, LayerEntry("image-name", "file", 0o644, name.encode()))
+    files = build_layout(dataclasses.replace(spec, name=name, entries=entries), host_arch())
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    dest = cache_dir / f"{name.replace('/', '_').replace(':', '_')}.oci.tar"
+    _write_archive(files, dest)
+    _ctr(address, "images", "import", "--platform", f"linux/{host_arch()}", str(dest))
+
+
+def remove_image(address: str, name: str) -> None:
+    """Remove an image by name from containerd's ``k8s.io`` namespace, if it is there."""
+    if name in list_image_names(address):
+        _ctr(address, "images", "rm", name)
+
+
 def import_images(address: str, cache_dir: Path) -> None:
     """Build the harness images once and import them into containerd at ``address``.
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import socket
 from pathlib import Path
 
@@ -75,6 +76,10 @@ def test_defaults_without_a_file() -> None:
         container_log_max_files=5,
         container_log_max_workers=1,
         container_log_monitor_interval=10.0,
+        image_minimum_gc_age=120.0,
+        image_maximum_gc_age=0.0,
+        image_gc_high_threshold_percent=85,
+        image_gc_low_threshold_percent=80,
         register_node=True,
         register_with_taints=(),
         node_status_update_frequency=10.0,
@@ -117,6 +122,9 @@ def test_defaults_without_a_file() -> None:
         kubeconfig="",
         node_ip="",
         node_labels=(),
+        minimum_container_ttl_duration=0.0,
+        maximum_dead_containers_per_container=1,
+        maximum_dead_containers=-1,
         root_dir="/var/lib/kubelet",
         run_dir="/run/pkletd",
         log_dir="/var/log/pkletd",
@@ -126,7 +134,8 @@ def test_defaults_without_a_file() -> None:
         pleg_runtime_events=True,
         worker_heartbeat_timeout=10.0,
         pod_sync_parallelism=10,
-        pod_logs_cleanup_delay=60.0,
+        image_gc_period=300.0,
+        container_gc_period=60.0,
         eviction_monitoring_period=10.0,
     )
 
@@ -539,7 +548,6 @@ def test_http_source_and_log_rotation_flags(tmp_path: Path) -> None:
         "--http-check-frequency=1s",
         "--container-log-max-size=512Ki",
         "--container-log-max-files=2",
-        "--pod-logs-cleanup-delay=2s",
     ).config
     assert cfg.static_pod_url == "http://127.0.0.1:8080/pods"
     # The kubelet's ColonSeparatedMultimapStringString: the flags replace the file's map.
@@ -551,7 +559,6 @@ def test_http_source_and_log_rotation_flags(tmp_path: Path) -> None:
     )
     assert cfg.http_check_frequency == 1.0
     assert (cfg.container_log_max_size, cfg.container_log_max_files) == (512 * 1024, 2)
-    assert cfg.pod_logs_cleanup_delay == 2.0
 
 
 def test_log_rotation_fields_have_no_flags_where_the_kubelet_has_none() -> None:
@@ -983,3 +990,58 @@ def test_v1beta1_is_the_effective_config_under_the_files_names(tmp_path: Path) -
 )  # fmt: skip
 def test_go_duration(seconds: float, text: str) -> None:
     assert config.go_duration(seconds) == text
+
+
+def test_image_gc_fields_and_flags(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "imageGCHighThresholdPercent: 0\nimageGCLowThresholdPercent: 0\n"
+        "imageMinimumGCAge: 0s\nimageMaximumGCAge: 1h\n",
+    )
+    cfg = load("--config", path, "--image-gc-high-threshold=1").config
+    # the thresholds are the kubelet's pointer fields: 0 is a value; a zero duration is not
+    assert (cfg.image_gc_high_threshold_percent, cfg.image_gc_low_threshold_percent) == (1, 0)
+    assert (cfg.image_minimum_gc_age, cfg.image_maximum_gc_age) == (120.0, 3600.0)
+    cfg = load("--minimum-image-ttl-duration=1ms", "--image-gc-low-threshold=10").config
+    assert (cfg.image_minimum_gc_age, cfg.image_gc_low_threshold_percent) == (0.001, 10)
+    doc = config.v1beta1(cfg)
+    assert doc["imageGCHighThresholdPercent"] == 85 and doc["imageMinimumGCAge"] == "1ms"
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("imageGCHighThresholdPercent: 101\n",
+         'field "imageGCHighThresholdPercent": must be an integer in 0..100, got 101'),
+        ("imageGCLowThresholdPercent: -1\n", 'field "imageGCLowThresholdPercent"'),
+        ("imageGCLowThresholdPercent: 85\n",
+         "imageGCLowThresholdPercent (--image-gc-low-threshold) 85 must be less than "
+         "imageGCHighThresholdPercent (--image-gc-high-threshold) 85"),
+        ("imageMaximumGCAge: 1m\n",
+         "imageMaximumGCAge 1m0s must be greater than imageMinimumGCAge 2m0s"),
+        ("imageMaximumGCAge: -1h\n", 'field "imageMaximumGCAge": negative duration'),
+    ],
+)  # fmt: skip
+def test_bad_image_gc_fields_are_named(tmp_path: Path, body: str, expected: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        load("--config", write(tmp_path, body))
+
+
+def test_container_gc_flags() -> None:
+    cfg = load().config
+    assert cfg.maximum_dead_containers_per_container == 1
+    assert (cfg.maximum_dead_containers, cfg.minimum_container_ttl_duration) == (-1, 0.0)
+    assert (cfg.image_gc_period, cfg.container_gc_period) == (300.0, 60.0)
+    cfg = load(
+        "--maximum-dead-containers-per-container=0",
+        "--maximum-dead-containers=-1",
+        "--minimum-container-ttl-duration=1m",
+        "--container-gc-period=1s",
+        "--image-gc-period=2s",
+    ).config
+    assert (cfg.maximum_dead_containers_per_container, cfg.maximum_dead_containers) == (0, -1)
+    assert cfg.minimum_container_ttl_duration == 60.0
+    assert (cfg.image_gc_period, cfg.container_gc_period) == (2.0, 1.0)
+    assert "--maximum-dead-containers: must be an integer" in load_error(
+        "--maximum-dead-containers=many"
+    )

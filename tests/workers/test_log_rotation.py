@@ -1,4 +1,4 @@
-"""Container log rotation and pod log dir cleanup on the real containerd."""
+"""Container log rotation on the real containerd."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from tests.e2e import NODE, Pkletd, pod_manifest, wait_for
-from tests.harness.containerd import list_pod_sandboxes
 
 pytestmark = pytest.mark.slow
 
@@ -91,35 +90,3 @@ def test_container_logs_are_rotated_like_the_kubelet(pkletd: Pkletd) -> None:
     assert now is not None and now["containers"][0]["container_id"] == container_id
     assert now["containers"][0]["restart_count"] == 0
     assert "rotated container log" in pkletd.log("log-rotator")
-
-
-def test_log_dirs_of_removed_pods_are_cleaned_up(pkletd: Pkletd) -> None:
-    pkletd.write_config(containerLogMonitorInterval="3s")
-    pkletd.extra_args = ["--pod-logs-cleanup-delay", "1s"]
-    stray = pkletd.pod_logs / "default_ghost-testnode_0123456789abcdef0123456789abcdef"
-    (stray / "c0").mkdir(parents=True)
-    (stray / "c0" / "0.log").write_text("left by a pod long gone\n")
-    other = pkletd.pod_logs / "not-a-pod-dir"
-    other.mkdir()
-    pkletd.start()
-    pkletd.put("keeper", pod_manifest("keeper"))
-    pkletd.put("goner", pod_manifest("goner"))
-    keeper = pkletd.wait_running("keeper")
-    goner = pkletd.wait_running("goner")
-    keeper_dir = pkletd.pod_logs / f"default_keeper-{NODE}_{keeper['uid']}"
-    goner_dir = pkletd.pod_logs / f"default_goner-{NODE}_{goner['uid']}"
-
-    wait_for("stray pod log dir removed", lambda: not stray.exists(), timeout=30)
-    assert keeper_dir.is_dir() and goner_dir.is_dir()  # their pods have sandboxes
-
-    pkletd.remove("goner")
-    wait_for(
-        "goner's sandbox removed",
-        lambda: (
-            not [s for s in list_pod_sandboxes(pkletd.endpoint) if s.metadata.uid == goner["uid"]]
-        ),
-    )
-    wait_for("goner's log dir removed", lambda: not goner_dir.exists(), timeout=30)
-    assert keeper_dir.is_dir() and (keeper_dir / "c0" / "0.log").exists()
-    assert other.is_dir()  # not a pod's log dir: never touched
-    assert f"removed pod log dir path={goner_dir}" in pkletd.log("log-rotator")

@@ -1,4 +1,4 @@
-"""Container log rotation and pod log dir cleanup, on files in a temp dir (no containerd)."""
+"""Container log rotation, on files in a temp dir (no containerd)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,7 @@ from pathlib import Path
 import pytest
 from pkletd.ipc.cri import CriError
 from pkletd.workers.logrotator import (
-    LogDirJanitor,
     RotatePolicy,
-    pod_uid_of,
     rotate,
     rotate_if_full,
     split_unused,
@@ -136,33 +134,3 @@ def test_a_missing_live_log_is_reopened(log: Path) -> None:
     assert rotate_if_full(runtime, "cid", str(log), RotatePolicy(10, 5)) == ""
     assert runtime.reopened == ["cid"]
     assert log.exists()
-
-
-# --- pod log dirs -------------------------------------------------------------------------
-
-
-def test_pod_uid_of_a_log_dir_name() -> None:
-    assert pod_uid_of("default_web-node-a_0123abcd") == "0123abcd"
-    assert pod_uid_of("kube-system_x_6c1b2f0e-1d2c-4e5f-8a9b-0c1d2e3f4a5b") == (
-        "6c1b2f0e-1d2c-4e5f-8a9b-0c1d2e3f4a5b"
-    )
-    for name in ("lost+found", "a_b", "a__c", "a_b_c_d", "_b_c"):
-        assert pod_uid_of(name) == ""
-
-
-def test_janitor_removes_dirs_of_pods_gone_for_the_delay(tmp_path: Path) -> None:
-    for name in ("default_live_u1", "default_gone_u2", "default_back_u3", "not-a-pod-dir"):
-        (tmp_path / name / "c").mkdir(parents=True)
-    (tmp_path / "default_file_u4").write_text("a file, not a dir")
-    janitor = LogDirJanitor(tmp_path, delay=60.0)
-    assert janitor.sweep({"u1"}, now=0.0) == []  # u2, u3 gone: the clock starts
-    assert janitor.sweep({"u1", "u3"}, now=30.0) == []  # u3 has a pod again
-    assert janitor.sweep({"u1"}, now=59.0) == []
-    assert janitor.sweep({"u1"}, now=60.0) == [tmp_path / "default_gone_u2"]
-    assert janitor.sweep({"u1"}, now=89.0) == []  # u3's clock restarted at 30
-    assert janitor.sweep({"u1"}, now=120.0) == [tmp_path / "default_back_u3"]
-    assert files(tmp_path) == ["default_file_u4", "default_live_u1", "not-a-pod-dir"]
-
-
-def test_janitor_without_a_logs_dir(tmp_path: Path) -> None:
-    assert LogDirJanitor(tmp_path / "missing", 1.0).sweep(set(), 10.0) == []
