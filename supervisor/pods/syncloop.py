@@ -200,7 +200,9 @@ class SyncLoop:
         if pod is not None:
             if not self._pods.already_seen(uid, event):
                 self._sync(pod)
-        elif self._pods.sources_ready and not self._pods.terminating(uid):
+        elif event.state and self._pods.sources_ready and not self._pods.terminating(uid):
+            # an object of a pod no source wants; not a removal (the last of a pod just
+            # forgotten: nothing is left of it)
             self._pods.orphaned(uid)
             self._terminate(uid, None, None)
 

@@ -73,3 +73,21 @@ def test_new_fact_syncs_the_pod(tmp_path: Path) -> None:
     )
     assert workers.updates == [UID]
     assert not loop._pods.terminating(UID)
+
+
+def test_a_removal_of_an_unwanted_pods_object_is_no_orphan(tmp_path: Path) -> None:
+    """The last object of a pod just stopped and forgotten: a late event says it is gone,
+    and nothing is left to terminate."""
+    loop, workers, _ = loop_with_running_pod(tmp_path)
+    loop.on_lifecycle_event(
+        PodLifecycleEvent("gone-uid", LifecycleEventType.SANDBOX_CHANGED, "sb9", "")
+    )
+    assert workers.updates == [] and not loop._pods.terminating("gone-uid")
+
+
+def test_a_live_object_of_an_unwanted_pod_is_an_orphan(tmp_path: Path) -> None:
+    loop, workers, _ = loop_with_running_pod(tmp_path)
+    loop.on_lifecycle_event(
+        PodLifecycleEvent("gone-uid", LifecycleEventType.CONTAINER_DIED, "c9", "exited")
+    )
+    assert workers.updates == ["gone-uid"] and loop._pods.terminating("gone-uid")

@@ -10,12 +10,14 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from pkletd.ipc.apimodel.podspec import PodUID
 from pkletd.ipc.messages import (
     SANDBOX_PREFIX,
     LifecycleEventType,
     Message,
     PlegMode,
     PlegModeChanged,
+    PodForgotten,
     PodLifecycleEvent,
     PodStatusUpdated,
     RelistCompleted,
@@ -161,6 +163,20 @@ def test_a_container_started_since_the_last_relist_is_read_with_its_pod(rig: Rig
     rig.source.streams[0].push(RuntimeEvent(EXIT, "c2"))
     take_inbox(rig.pleg)
     assert rig.lifecycle() == [("uid-2", LifecycleEventType.CONTAINER_DIED, "c2", "exited")]
+
+
+def test_a_forgotten_pods_removals_are_no_news(rig: Rig) -> None:
+    """Reported after the parent forgot the pod, they would make an orphan of it again."""
+    rig.evented()
+    known = {"c1": "exited", SANDBOX_PREFIX + "s1": "notready"}
+    rig.pleg.on_broadcast(PodStatusUpdated({"metadata": {"uid": "uid-1"}}, known))
+    rig.pleg.on_broadcast(PodForgotten(PodUID("uid-1")))
+    rig.runtime.containers.clear()
+    rig.runtime.sandboxes.clear()
+    rig.source.streams[0].push(RuntimeEvent(DELETE, "s1"))
+    take_inbox(rig.pleg)
+    rig.step(mode.EVENTED_RELIST_S)
+    assert rig.lifecycle() == []
 
 
 def test_an_object_that_never_shows_the_change_is_left_to_the_relist(rig: Rig) -> None:

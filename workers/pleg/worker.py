@@ -20,6 +20,7 @@ from pkletd.ipc.messages import (
     SANDBOX_PREFIX,
     Message,
     PlegModeChanged,
+    PodForgotten,
     PodStatusUpdated,
     RelistCompleted,
     Snapshot,
@@ -68,6 +69,17 @@ class Pleg:
     def on_broadcast(self, message: Message) -> None:
         if isinstance(message, PodStatusUpdated):
             self._known.update(message.containers)
+            uid = PodUID(message.pod.get("metadata", {}).get("uid", ""))
+            self._owner.update(dict.fromkeys(message.containers, uid))
+        elif isinstance(message, PodForgotten):
+            self._forget(message.uid)
+
+    def _forget(self, uid: PodUID) -> None:
+        """The parent removed the pod and forgot it: its objects' removals are no news (a
+        late event, or the next relist, would make an orphan of it again)."""
+        for key in [key for key, owner in self._owner.items() if owner == uid]:
+            self._known.pop(key, None)
+            del self._owner[key]
 
     def fds(self) -> Sequence[int]:
         return (self._inbox.fileno(),)
