@@ -99,7 +99,7 @@ def test_restart_unknown_worker_exits_2_with_names(pkletd: Pkletd) -> None:
     result = pkletd.cli("restart-worker", "nosuch")
     assert result.returncode == 2
     assert "no worker named 'nosuch'" in result.stderr
-    assert "workers are: file-source, http, image-gc, log-rotator, pleg" in result.stderr
+    assert "workers are: eviction, file-source, http, image-gc, log-rotator, pleg" in result.stderr
 
 
 def test_cli_without_a_running_pkletd_says_so(pkletd: Pkletd) -> None:
