@@ -10,10 +10,13 @@ container or sandbox without pkletd:
 - ``/tasks/exit``: a task's process exited (it ended, was killed, or the OOM killer
   took it). A sandbox's task is its pause container, whose id is the sandbox's. An
   exec's exit (every exec probe's) names the exec and is skipped.
+- ``/tasks/delete``: the exited task was deleted. The CRI plugin deletes a container's
+  task when it handles the exit and marks the container exited right after, so this is
+  when the CRI is about to show the exit (an exec's delete is skipped too).
 - ``/containers/delete``: a container's record was deleted (a removal).
 
-What pkletd starts or creates it knows from its own calls, and a task's deletion
-follows its exit, which was reported already; so no other topic is asked for.
+What pkletd starts or creates it knows from its own calls, so no other topic is asked
+for.
 
 The only module that imports the modules generated from ``proto/containerd``. A
 subscription is read on its caller's thread (a blocking iterator); ``cancel`` from
@@ -40,6 +43,7 @@ SUBSCRIBE = "/containerd.services.events.v1.Events/Subscribe"
 
 class Topic(enum.StrEnum):
     TASK_EXIT = "/tasks/exit"
+    TASK_DELETE = "/tasks/delete"
     CONTAINER_DELETE = "/containers/delete"
 
 
@@ -49,6 +53,7 @@ _TOPICS = frozenset(topic.value for topic in Topic)
 # The message each topic carries (its type URL ends with the message's full name).
 _PAYLOADS: dict[Topic, Any] = {
     Topic.TASK_EXIT: task_pb2.TaskExit,
+    Topic.TASK_DELETE: task_pb2.TaskDelete,
     Topic.CONTAINER_DELETE: container_pb2.ContainerDelete,
 }
 
@@ -100,11 +105,11 @@ def decode(raw: bytes) -> RuntimeEvent | None:
         payload = payload_type.FromString(envelope.event.value)
     except DecodeError as exc:
         raise BadEvent(f"undecodable {name}: {exc}") from exc
-    if topic is Topic.TASK_EXIT:
-        if payload.id not in ("", payload.container_id):
-            return None  # an exec's process
-        return RuntimeEvent(topic, payload.container_id)
-    return RuntimeEvent(topic, payload.id)
+    if topic is Topic.CONTAINER_DELETE:
+        return RuntimeEvent(topic, payload.id)
+    if payload.id not in ("", payload.container_id):
+        return None  # an exec's process
+    return RuntimeEvent(topic, payload.container_id)
 
 
 class Subscription:

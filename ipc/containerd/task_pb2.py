@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x63ontainerd/events/task.proto\x12\x11\x63ontainerd.events\"N\n\x08TaskExit\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x0b\n\x03pid\x18\x03 \x01(\r\x12\x13\n\x0b\x65xit_status\x18\x04 \x01(\rb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x63ontainerd/events/task.proto\x12\x11\x63ontainerd.events\",\n\x08TaskExit\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\".\n\nTaskDelete\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x05 \x01(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,5 +32,7 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'containerd.events.task_pb2'
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_TASKEXIT']._serialized_start=51
-  _globals['_TASKEXIT']._serialized_end=129
+  _globals['_TASKEXIT']._serialized_end=95
+  _globals['_TASKDELETE']._serialized_start=97
+  _globals['_TASKDELETE']._serialized_end=143
 # @@protoc_insertion_point(module_scope)

@@ -21,6 +21,7 @@ from tests.bench import (
     kubectlexec,
     kubeletapi,
     memory,
+    plegevents,
     podmix,
     proberload,
     restarts,
@@ -44,6 +45,7 @@ STANDALONE = {
     "cluster": cluster.section,
     "kubeletapi": kubeletapi.section,
     "exec": kubectlexec.section,
+    "pleg": plegevents.section,
 }
 STATUS_POLL_MS = 50  # each status request costs the supervisor ~2 ms with 100 pods: poll gently
 
@@ -82,6 +84,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--api-requests", type=int, default=200, help="requests to each kubelet API endpoint"
     )
     parser.add_argument("--exec-runs", type=int, default=20, help="kubectl exec round trips")
+    parser.add_argument("--pleg-pods", type=int, default=110, help="pods of the PLEG figure")
+    parser.add_argument("--pleg-exits", type=int, default=200, help="container exits, each way")
+    parser.add_argument("--pleg-batch", type=int, default=20, help="exits of one batch")
+    parser.add_argument(
+        "--pleg-spread", type=float, default=2.0, help="a batch's kills spread over, seconds"
+    )
+    parser.add_argument(
+        "--pleg-window", type=float, default=30.0, help="PLEG steady CPU window, seconds"
+    )
+    parser.add_argument(
+        "--pleg-poll-ms", type=float, default=20.0, help="status and /pods poll during exits"
+    )
     parser.add_argument(
         "--containerd-dir",
         type=Path,
@@ -125,6 +139,8 @@ def bench(ctx: Context) -> None:
         run("kubeletapi", kubeletapi.section)
         clean_runtime(ctx.daemon.address)
         run("exec", kubectlexec.section)
+        clean_runtime(ctx.daemon.address)
+        run("pleg", plegevents.section)
     except BaseException:
         if ctx.agent is not None:
             dump_logs(ctx.agent)

@@ -26,7 +26,7 @@ def envelope(topic: str, event: Any, namespace: str = "k8s.io", type_url: str = 
 
 
 def test_a_containers_own_exit_names_the_container() -> None:
-    raw = envelope("/tasks/exit", task_pb2.TaskExit(container_id=CID, id=CID, exit_status=137))
+    raw = envelope("/tasks/exit", task_pb2.TaskExit(container_id=CID, id=CID))
     assert decode(raw) == RuntimeEvent(Topic.TASK_EXIT, CID)
 
 
@@ -38,6 +38,16 @@ def test_an_exit_without_a_process_id_is_the_containers_own() -> None:
 def test_an_execs_exit_is_skipped() -> None:
     """Every exec probe ends with one; the container itself runs on."""
     raw = envelope("/tasks/exit", task_pb2.TaskExit(container_id=CID, id=EXEC_ID))
+    assert decode(raw) is None
+
+
+def test_a_containers_task_deleted_after_its_exit_names_the_container() -> None:
+    raw = envelope("/tasks/delete", task_pb2.TaskDelete(container_id=CID))
+    assert decode(raw) == RuntimeEvent(Topic.TASK_DELETE, CID)
+
+
+def test_an_execs_delete_is_skipped() -> None:
+    raw = envelope("/tasks/delete", task_pb2.TaskDelete(container_id=CID, id=EXEC_ID))
     assert decode(raw) is None
 
 
@@ -74,6 +84,7 @@ def test_garbage_is_a_bad_event() -> None:
 def test_the_subscription_asks_for_each_topic_in_the_cri_namespace() -> None:
     assert runtimeevents.filters() == [
         'namespace=="k8s.io",topic=="/tasks/exit"',
+        'namespace=="k8s.io",topic=="/tasks/delete"',
         'namespace=="k8s.io",topic=="/containers/delete"',
     ]
 

@@ -137,6 +137,17 @@ def test_an_exit_is_reported_once_the_cri_shows_it(rig: Rig) -> None:
     assert len(rig.lifecycle()) == 1  # settled: not read again
 
 
+def test_the_tasks_delete_reads_the_exit_again_at_once(rig: Rig) -> None:
+    """containerd's CRI plugin deletes the task, then shows the exit: no delay waited."""
+    rig.evented()
+    rig.source.streams[0].push(RuntimeEvent(EXIT, "c1"))
+    take_inbox(rig.pleg)
+    rig.runtime.containers["c1"] = container("c1", "exited", "uid-1")
+    rig.source.streams[0].push(RuntimeEvent(Topic.TASK_DELETE, "c1"))
+    take_inbox(rig.pleg)
+    assert rig.lifecycle() == [("uid-1", LifecycleEventType.CONTAINER_DIED, "c1", "exited")]
+
+
 def test_an_outside_removal_is_reported_as_the_relist_would(rig: Rig) -> None:
     rig.evented()
     del rig.runtime.containers["c1"]

@@ -3,7 +3,8 @@
 containerd publishes an event before its CRI plugin has folded it in: the plugin
 handles a task's exit (it deletes the task, then marks the container exited) and a
 removal (it deletes the container's record, then forgets it) after the event went out.
-So the object an event names is read at once and, while the CRI still shows it as it
+So the object an event names is read at once (the task's delete, which comes when the
+CRI is about to show the exit, reads it again) and, while the CRI still shows it as it
 was, again after a short delay (``FIRST_DELAY_S`` doubling to ``MAX_DELAY_S``) until the
 CRI shows the change or ``SETTLE_S`` has passed; the relist is the safety net after that.
 """
@@ -22,9 +23,9 @@ ALIVE = frozenset({"running", "ready"})  # a running container, a ready sandbox
 
 def settled(topic: Topic, state: str | None) -> bool:
     """The CRI shows what an event of ``topic`` says (``state`` None: the object is gone)."""
-    if topic is Topic.TASK_EXIT:
-        return state not in ALIVE
-    return state is None
+    if topic is Topic.CONTAINER_DELETE:
+        return state is None
+    return state not in ALIVE
 
 
 @dataclass(slots=True)

@@ -1,0 +1,279 @@
+"""Figure 10, PLEG: a container's exit to the pod's status, on containerd's events against
+1 s relisting; and the pleg worker's steady CPU, both ways.
+
+Two pkletd runs, one per mode: ``evented`` (the default: containerd's event stream, a
+relist every 5 minutes) and ``relisting`` (``--pleg-runtime-events=false``: a relist every
+second, as the kubelet's generic PLEG; the baseline). Each runs ``--pleg-pods`` (110, a
+full node) static hostNetwork pods of one busybox container (``tests.e2e.pod_manifest``):
+``--pleg-pods`` less ``--pleg-batch`` steady ones (a sleep loop, restartPolicy Always) and a
+batch of ``--pleg-batch`` (20) exit pods (the same loop, restartPolicy Never, so an exit
+stays in the status).
+
+CPU: once every pod runs, the CPU seconds of the pleg worker (utime + stime of its
+``/proc/<pid>/stat``), the supervisor and our containerd (``CpuMeter``: a relist costs
+containerd its CRI lists too) over ``--pleg-window`` (30 s) in which nothing happens.
+
+Exits: ``--pleg-exits`` (200), a batch at a time: the batch's containers are SIGKILLed at
+random times spread over ``--pleg-spread`` (2 s; exits are independent events: a burst
+of all at one instant would measure containerd's exit handling, one at a time, instead),
+pids from ``ctr task ls``, each kill's time taken just before it; meanwhile ``pkletd
+status`` and the read-only port's ``/pods`` are polled in turn every ``--pleg-poll-ms``
+(20) ms until both show every one terminated. An exit's latency is its kill to the arrival
+of the first reply that shows it (at most a poll late): containerd's handling of the exit,
+PLEG, the bus, the parent's sync of the pod (which, its only container ended under
+restartPolicy Never, also stops its sandbox) and, for ``/pods``, the http worker's copy.
+The batch is removed, a new one started, until the count is reached. p50 and p99 of each
+way in, evented as a ratio to relisting. The run checks that PLEG stayed in its mode.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tests.bench.common import (
+    START_DEADLINE_S,
+    BenchPkletd,
+    Context,
+    CpuMeter,
+    clean_runtime,
+    cpu_line,
+    ms,
+    own_ticks,
+    percentile,
+    pod_running,
+    progress,
+    ratio,
+    status_pods,
+)
+from tests.bench.startup import pod_names, run_pkletd
+from tests.e2e import NODE, pod_manifest, wait_for
+from tests.harness.containerd import PrivateContainerd
+
+MODES = {"evented": [], "relisting": ["--pleg-runtime-events=false"]}
+WAYS = ("status", "/pods")
+EXIT_DEADLINE_S = 30.0
+
+
+@dataclass
+class ModeRun:
+    """One mode's figures: exit latencies by way in, and CPU seconds over the window."""
+
+    latencies: dict[str, list[float]]
+    cpu: dict[str, float]
+    pleg_cpu_s: float
+
+
+def exit_manifest(name: str) -> dict[str, Any]:
+    return pod_manifest(name, restart_policy="Never")
+
+
+def task_pids(daemon: PrivateContainerd) -> dict[str, int]:
+    """Container id -> its task's pid, from ``ctr task ls``."""
+    listing = subprocess.run(
+        ["ctr", "--address", daemon.ctr_address, "-n", "k8s.io", "task", "ls"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    found = {}
+    for line in listing.splitlines()[1:]:
+        task, pid, *_ = line.split()
+        found[task] = int(pid)
+    return found
+
+
+def listed_pods(agent: BenchPkletd) -> dict[str, dict[str, Any]]:
+    """The read-only port's /pods, by pod name."""
+    url = f"http://127.0.0.1:{agent.read_only_port}/pods"
+    with urllib.request.urlopen(url, timeout=30) as reply:
+        items = json.load(reply)["items"]
+    return {p["metadata"]["name"]: p for p in items}
+
+
+def api_terminated(pod: dict[str, Any]) -> bool:
+    statuses = pod.get("status", {}).get("containerStatuses", [])
+    return bool(statuses) and "terminated" in statuses[0].get("state", {})
+
+
+def status_terminated(pod: dict[str, Any]) -> bool:
+    return bool(pod["containers"]) and pod["containers"][0]["state"] == "terminated"
+
+
+def start_batch(agent: BenchPkletd, names: list[str], poll_s: float) -> dict[str, str]:
+    """Start the exit pods ``names``; once all run, their container ids by the pods' names
+    as pkletd shows them (``<name>-<node>``)."""
+    for name in names:
+        agent.put(name, exit_manifest(name))
+    wanted = {f"{n}-{NODE}" for n in names}
+    deadline = time.monotonic() + START_DEADLINE_S
+    while True:
+        pods = {p["name"]: p for p in status_pods(agent) if p["name"] in wanted}
+        if len(pods) == len(wanted) and all(pod_running(p) for p in pods.values()):
+            return {name: p["containers"][0]["container_id"] for name, p in pods.items()}
+        if time.monotonic() > deadline:
+            raise AssertionError(f"exit pods not running after {START_DEADLINE_S:.0f}s")
+        time.sleep(poll_s)
+
+
+def kill_schedule(
+    daemon: PrivateContainerd, containers: dict[str, str], spread_s: float, seed: int
+) -> list[tuple[float, str, int]]:
+    """When (seconds from now) to SIGKILL each pod's container, spread at random over
+    ``spread_s``: (offset, pod name, task pid), in order."""
+    pids = task_pids(daemon)
+    rand = random.Random(seed)
+    return sorted((rand.uniform(0, spread_s), name, pids[c]) for name, c in containers.items())
+
+
+def watch_exits(
+    agent: BenchPkletd, schedule: list[tuple[float, str, int]], poll_s: float
+) -> dict[str, dict[str, float]]:
+    """Kill each container when its time comes, meanwhile poll status and /pods in turn
+    until each shows every killed container terminated; for each way in, each exit's
+    latency (its kill to the arrival of the first reply showing it)."""
+    seen: dict[str, dict[str, float]] = {way: {} for way in WAYS}
+    reads: dict[str, Callable[[], dict[str, dict[str, Any]]]] = {
+        "status": lambda: {p["name"]: p for p in status_pods(agent)},
+        "/pods": lambda: listed_pods(agent),
+    }
+    shows: dict[str, Callable[[dict[str, Any]], bool]] = {
+        "status": status_terminated,
+        "/pods": api_terminated,
+    }
+    started = time.monotonic()
+    deadline = started + EXIT_DEADLINE_S
+    pending, killed = list(schedule), {}
+    next_poll = started
+    while any(len(seen[way]) < len(schedule) for way in WAYS):
+        for way in WAYS:
+            while pending and started + pending[0][0] <= time.monotonic():
+                _, name, pid = pending.pop(0)
+                killed[name] = time.monotonic()
+                os.kill(pid, signal.SIGKILL)
+            time.sleep(max(0.0, next_poll - time.monotonic()))
+            next_poll = max(next_poll + poll_s, time.monotonic())
+            pods = reads[way]()
+            arrived = time.monotonic()
+            for name, at in killed.items():
+                pod = pods.get(name)
+                if name not in seen[way] and pod is not None and shows[way](pod):
+                    seen[way][name] = arrived - at
+        if time.monotonic() > deadline:
+            raise AssertionError(f"exits not all seen after {EXIT_DEADLINE_S:.0f}s: {seen}")
+    return seen
+
+
+def remove_batch(agent: BenchPkletd, names: list[str]) -> None:
+    for name in names:
+        agent.remove(name)
+    gone = {f"{n}-{NODE}" for n in names}
+    wait_for(
+        "exit pods removed",
+        lambda: not gone & {p["name"] for p in status_pods(agent)},
+        timeout=START_DEADLINE_S,
+    )
+
+
+def measure_cpu(ctx: Context, agent: BenchPkletd) -> tuple[dict[str, float], float]:
+    """``CpuMeter``'s figures over the window, and the pleg worker's own CPU seconds."""
+    pleg_pid = int(agent.workers()["pleg"]["pid"])
+    assert agent.proc is not None
+    meter = CpuMeter(ctx.daemon, {"pleg": [pleg_pid], "supervisor": [agent.proc.pid]})
+    ticks = own_ticks(pleg_pid)
+    time.sleep(ctx.args.pleg_window)  # the window itself: nothing is to happen in it
+    return meter.read(), (own_ticks(pleg_pid) - ticks) / os.sysconf("SC_CLK_TCK")
+
+
+def pleg_mode(agent: BenchPkletd) -> str:
+    return str(agent.status()["node"]["pleg"]["mode"])
+
+
+def run_mode(ctx: Context, mode: str) -> ModeRun:
+    args = ctx.args
+    agent = ctx.agent = BenchPkletd(ctx.daemon.address, args.parallelism)
+    agent.extra_args += MODES[mode]
+    agent.start()
+    poll_s = args.pleg_poll_ms / 1000
+    wait_for(f"PLEG {mode}", lambda: pleg_mode(agent) == mode)
+    steady = pod_names(args.pleg_pods - args.pleg_batch, "s")
+    progress(f"pleg ({mode}): starting {args.pleg_pods} pods")
+    run_pkletd(agent, steady, ctx.daemon, args.poll_ms / 1000)
+    batch = pod_names(args.pleg_batch, "x0-")
+    containers = start_batch(agent, batch, poll_s)
+    progress(f"pleg ({mode}): CPU over {args.pleg_window:.0f} s")
+    cpu, pleg_cpu_s = measure_cpu(ctx, agent)
+    latencies: dict[str, list[float]] = {way: [] for way in WAYS}
+    rounds = 0
+    while len(latencies["status"]) < args.pleg_exits:
+        schedule = kill_schedule(ctx.daemon, containers, args.pleg_spread, rounds)
+        for way, found in watch_exits(agent, schedule, poll_s).items():
+            latencies[way] += list(found.values())
+        remove_batch(agent, batch)
+        rounds += 1
+        if len(latencies["status"]) < args.pleg_exits:
+            batch = pod_names(args.pleg_batch, f"x{rounds}-")
+            containers = start_batch(agent, batch, poll_s)
+    progress(f"pleg ({mode}): {len(latencies['status'])} exits in {rounds} batches")
+    if pleg_mode(agent) != mode or "falling back" in agent.log("pleg"):
+        raise AssertionError(f"PLEG left {mode} mode during the run: see {agent.log_dir}")
+    ctx.drop_agent()
+    return ModeRun(latencies, cpu, pleg_cpu_s)
+
+
+def section(ctx: Context) -> None:
+    runs = {}
+    for mode in MODES:
+        runs[mode] = run_mode(ctx, mode)
+        clean_runtime(ctx.daemon.address)
+    report(ctx, runs)
+
+
+def report(ctx: Context, runs: dict[str, ModeRun]) -> None:
+    args = ctx.args
+    evented, relisting = runs["evented"], runs["relisting"]
+    print(
+        f"PLEG, {args.pleg_pods} pods, {args.pleg_exits} container exits each way (SIGKILLs, "
+        f"batches of {args.pleg_batch} over {args.pleg_spread:g} s), polled every "
+        f"{args.pleg_poll_ms:g} ms:"
+    )
+    figures: dict[str, Any] = {}
+    for way in WAYS:
+        quantiles = {
+            mode: (percentile(run.latencies[way], 50), percentile(run.latencies[way], 99))
+            for mode, run in runs.items()
+        }
+        (e50, e99), (r50, r99) = quantiles["evented"], quantiles["relisting"]
+        print(
+            f"  exit -> {way:<6}  evented p50 {ms(e50)}, p99 {ms(e99)}; 1 s relisting p50 "
+            f"{ms(r50)}, p99 {ms(r99)} = {ratio(e50, r50):.2f}x / {ratio(e99, r99):.2f}x"
+        )
+        key = "pleg_exit_" + way.strip("/")
+        for mode, (p50, p99) in quantiles.items():
+            figures[f"{key}_{mode}_p50_s"], figures[f"{key}_{mode}_p99_s"] = p50, p99
+        figures[f"{key}_ratio_p50"], figures[f"{key}_ratio_p99"] = ratio(e50, r50), ratio(e99, r99)
+    window = args.pleg_window
+    for mode, run in runs.items():
+        print(
+            f"  {mode}: pleg worker {run.pleg_cpu_s:.2f} CPU s over {window:.0f} s "
+            f"({run.pleg_cpu_s / window:.1%} of a core) {cpu_line(run.cpu)}"
+        )
+        figures[f"pleg_cpu_{mode}_s"] = run.pleg_cpu_s
+        figures |= {f"pleg_{mode}_{k}": v for k, v in run.cpu.items()}
+    cpu_ratio = ratio(evented.pleg_cpu_s, relisting.pleg_cpu_s)
+    containerd = ratio(evented.cpu["cpu_containerd_s"], relisting.cpu["cpu_containerd_s"])
+    print(
+        f"  steady CPU, evented against relisting: pleg worker {cpu_ratio:.2f}x, "
+        f"containerd {containerd:.2f}x"
+    )
+    figures["pleg_cpu_ratio"], figures["pleg_containerd_cpu_ratio"] = cpu_ratio, containerd
+    ctx.figures.update(figures)
