@@ -11,6 +11,10 @@ follow stream or a slow client costs one coroutine, not a thread.
 
 A listener that cannot bind (the port is taken) is logged and retried every
 ``bind_retry`` seconds; the other listeners serve meanwhile.
+
+A request aiohttp cannot parse gets its 400 and no log line: aiohttp would log each at
+ERROR with a traceback (``_ClientMistakes``), so any client could fill the log, and it
+is no operator's to act on; the kubelet's Go server logs nothing for them either.
 """
 
 from __future__ import annotations
@@ -25,9 +29,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from pkletd.workers.http.options import Listen
 
 log = logging.getLogger(__name__)
+
+
+class _ClientMistakes(logging.Filter):
+    """Drops aiohttp's report of a request it could not parse (request line, headers)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, HttpProcessingError)
+
+
+REQUESTS_LOG = logging.getLogger(f"{__name__}.requests")  # aiohttp's server logger, ours
+REQUESTS_LOG.addFilter(_ClientMistakes())
 
 REFUSED_BODY = b"too many connections\n"
 REFUSED = (
@@ -178,6 +195,7 @@ class HttpServer:
         return {
             "handle_signals": False,
             "access_log": None,
+            "logger": REQUESTS_LOG,
             "handler_cancellation": True,
             "shutdown_timeout": limits.stop_timeout,
             "keepalive_timeout": limits.idle_timeout,
