@@ -3,7 +3,9 @@
 The kubelet's ``pkg/kubelet/config/common.go`` (``applyDefaults``) and the
 duplicate check of ``config.go`` (``filterInvalidPods``), for pkletd:
 
-- a manifest is YAML or JSON (JSON is YAML), decoded with the safe loader;
+- a manifest is YAML or JSON, decoded with the safe loader; one that starts with ``{``
+  is read as JSON first, as the kubelet's ``ToJSON`` passes JSON through (YAML's parser
+  refuses some valid JSON: a character outside the BMP escaped as a surrogate pair);
 - every pod is validated as it came (``parse_pod``), given its static-pod identity,
   and validated again;
 - the identity: name ``<name>-<nodeName>``, namespace ``default`` if absent,
@@ -52,7 +54,12 @@ def url_origin(url: str) -> str:
 
 
 def load_documents(text: str) -> list[Any]:
-    """The non-empty YAML documents in ``text``."""
+    """The non-empty documents in ``text``: JSON, or YAML."""
+    if text.lstrip().startswith("{"):
+        try:
+            return [json.loads(text)]
+        except ValueError:
+            pass  # a YAML flow mapping, or not valid at all: YAML says which
     try:
         return [d for d in yaml.load_all(text, Loader=SAFE_LOADER) if d is not None]
     except yaml.YAMLError as exc:

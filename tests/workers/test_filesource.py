@@ -51,6 +51,17 @@ def test_manifest_gets_its_static_pod_identity(tmp_path: Path, name: str, text: 
     assert meta["annotations"]["kubernetes.io/config.hash"] == meta["uid"]
 
 
+def test_json_that_yaml_refuses_is_read_as_json(tmp_path: Path) -> None:
+    """A character outside the BMP is escaped as a surrogate pair by JSON encoders, which
+    YAML's parser refuses; the kubelet reads JSON as JSON. Found by the soak."""
+    text = json.dumps(pod(labels={"who": "\U0001f642"}))
+    assert "\\ud83d\\ude42" in text
+    labels = read_manifest(write(tmp_path, "web.json", text), NODE)["metadata"]["labels"]
+    assert labels == {"who": "\U0001f642"}
+    flow = "{metadata: {name: web}, spec: {containers: [{name: app, image: nginx}]}}"
+    assert read_manifest(write(tmp_path, "flow.yaml", flow), NODE)["spec"]["nodeName"] == NODE
+
+
 def test_explicit_namespace_and_uid_are_kept(tmp_path: Path) -> None:
     path = write(tmp_path, "web.json", json.dumps(pod(namespace="kube-system", uid="fixed")))
     meta = read_manifest(path, NODE)["metadata"]
