@@ -88,13 +88,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--pleg-exits", type=int, default=200, help="container exits, each way")
     parser.add_argument("--pleg-batch", type=int, default=20, help="exits of one batch")
     parser.add_argument(
-        "--pleg-spread", type=float, default=2.0, help="a batch's kills spread over, seconds"
+        "--pleg-spread", type=float, default=4.0, help="a batch's kills spread over, seconds"
     )
     parser.add_argument(
         "--pleg-window", type=float, default=30.0, help="PLEG steady CPU window, seconds"
     )
     parser.add_argument(
-        "--pleg-poll-ms", type=float, default=20.0, help="status and /pods poll during exits"
+        "--pleg-poll-ms", type=float, default=15.0, help="reads of CRI, status, /pods in turn"
     )
     parser.add_argument(
         "--containerd-dir",

@@ -14,16 +14,18 @@ CPU: once every pod runs, the CPU seconds of the pleg worker (utime + stime of i
 containerd its CRI lists too) over ``--pleg-window`` (30 s) in which nothing happens.
 
 Exits: ``--pleg-exits`` (200), a batch at a time: the batch's containers are SIGKILLed at
-random times spread over ``--pleg-spread`` (2 s; exits are independent events: a burst
-of all at one instant would measure containerd's exit handling, one at a time, instead),
-pids from ``ctr task ls``, each kill's time taken just before it; meanwhile ``pkletd
-status`` and the read-only port's ``/pods`` are polled in turn every ``--pleg-poll-ms``
-(20) ms until both show every one terminated. An exit's latency is its kill to the arrival
-of the first reply that shows it (at most a poll late): containerd's handling of the exit,
-PLEG, the bus, the parent's sync of the pod (which, its only container ended under
-restartPolicy Never, also stops its sandbox) and, for ``/pods``, the http worker's copy.
-The batch is removed, a new one started, until the count is reached. p50 and p99 of each
-way in, evented as a ratio to relisting. The run checks that PLEG stayed in its mode.
+random times spread over ``--pleg-spread`` (4 s; exits are independent events: all at one
+instant would measure containerd's exit handling, which is one at a time, instead), pids
+from ``ctr task ls``, each kill's time taken just before it. Meanwhile three ways in are
+read in turn, one every ``--pleg-poll-ms`` (15) ms, until each shows every one exited:
+the CRI itself (ListContainers of the exited ones: the runtime's own view, which no PLEG
+can beat), ``pkletd status`` and the read-only port's ``/pods``. An exit's latency is its
+kill to the arrival of the first reply that shows it (at most a round of reads late).
+``status less CRI`` is, exit by exit, what PLEG, the bus, the parent's sync of the pod
+(which, its only container ended under restartPolicy Never, also stops the sandbox) and
+the status add to the runtime's own view. The batch is removed and a new one started until
+the count is reached. p50 and p99 of each, evented as a ratio to relisting. The run checks
+that PLEG stayed in its mode.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from cri_api.v1 import api_pb2
 
 from tests.bench.common import (
     START_DEADLINE_S,
@@ -56,10 +60,10 @@ from tests.bench.common import (
 )
 from tests.bench.startup import pod_names, run_pkletd
 from tests.e2e import NODE, pod_manifest, wait_for
-from tests.harness.containerd import PrivateContainerd
+from tests.harness.containerd import PrivateContainerd, cri_channel, runtime_service
 
 MODES = {"evented": [], "relisting": ["--pleg-runtime-events=false"]}
-WAYS = ("status", "/pods")
+WAYS = ("CRI", "status", "/pods")
 EXIT_DEADLINE_S = 30.0
 
 
@@ -67,7 +71,7 @@ EXIT_DEADLINE_S = 30.0
 class ModeRun:
     """One mode's figures: exit latencies by way in, and CPU seconds over the window."""
 
-    latencies: dict[str, list[float]]
+    latencies: dict[str, dict[str, float]]  # way in -> exit pod -> seconds
     cpu: dict[str, float]
     pleg_cpu_s: float
 
@@ -109,6 +113,24 @@ def status_terminated(pod: dict[str, Any]) -> bool:
     return bool(pod["containers"]) and pod["containers"][0]["state"] == "terminated"
 
 
+def exited_ids(runtime: Any) -> set[str]:
+    """The containers the CRI lists as exited."""
+    exited = api_pb2.ContainerStateValue(state=api_pb2.CONTAINER_EXITED)
+    request = api_pb2.ListContainersRequest(filter=api_pb2.ContainerFilter(state=exited))
+    return {c.id for c in runtime.ListContainers(request, timeout=30).containers}
+
+
+def ways_in(
+    agent: BenchPkletd, runtime: Any, containers: dict[str, str]
+) -> dict[str, Callable[[], set[str]]]:
+    """For each way in, a read of the exit pods it shows exited."""
+    return {
+        "CRI": lambda: {n for n, c in containers.items() if c in exited_ids(runtime)},
+        "status": lambda: {p["name"] for p in status_pods(agent) if status_terminated(p)},
+        "/pods": lambda: {n for n, p in listed_pods(agent).items() if api_terminated(p)},
+    }
+
+
 def start_batch(agent: BenchPkletd, names: list[str], poll_s: float) -> dict[str, str]:
     """Start the exit pods ``names``; once all run, their container ids by the pods' names
     as pkletd shows them (``<name>-<node>``)."""
@@ -136,38 +158,28 @@ def kill_schedule(
 
 
 def watch_exits(
-    agent: BenchPkletd, schedule: list[tuple[float, str, int]], poll_s: float
+    reads: dict[str, Callable[[], set[str]]], schedule: list[tuple[float, str, int]], poll_s: float
 ) -> dict[str, dict[str, float]]:
-    """Kill each container when its time comes, meanwhile poll status and /pods in turn
-    until each shows every killed container terminated; for each way in, each exit's
-    latency (its kill to the arrival of the first reply showing it)."""
-    seen: dict[str, dict[str, float]] = {way: {} for way in WAYS}
-    reads: dict[str, Callable[[], dict[str, dict[str, Any]]]] = {
-        "status": lambda: {p["name"]: p for p in status_pods(agent)},
-        "/pods": lambda: listed_pods(agent),
-    }
-    shows: dict[str, Callable[[dict[str, Any]], bool]] = {
-        "status": status_terminated,
-        "/pods": api_terminated,
-    }
+    """Kill each container when its time comes; meanwhile read each way in, in turn, until
+    each shows every killed container exited. For each way, each exit's latency: its kill
+    to the arrival of the first reply that shows it."""
+    seen: dict[str, dict[str, float]] = {way: {} for way in reads}
     started = time.monotonic()
     deadline = started + EXIT_DEADLINE_S
     pending, killed = list(schedule), {}
     next_poll = started
-    while any(len(seen[way]) < len(schedule) for way in WAYS):
-        for way in WAYS:
+    while any(len(found) < len(schedule) for found in seen.values()):
+        for way, read in reads.items():
             while pending and started + pending[0][0] <= time.monotonic():
                 _, name, pid = pending.pop(0)
                 killed[name] = time.monotonic()
                 os.kill(pid, signal.SIGKILL)
             time.sleep(max(0.0, next_poll - time.monotonic()))
             next_poll = max(next_poll + poll_s, time.monotonic())
-            pods = reads[way]()
+            shown = read()
             arrived = time.monotonic()
-            for name, at in killed.items():
-                pod = pods.get(name)
-                if name not in seen[way] and pod is not None and shows[way](pod):
-                    seen[way][name] = arrived - at
+            for name in shown & killed.keys() - seen[way].keys():
+                seen[way][name] = arrived - killed[name]
         if time.monotonic() > deadline:
             raise AssertionError(f"exits not all seen after {EXIT_DEADLINE_S:.0f}s: {seen}")
     return seen
@@ -212,12 +224,14 @@ def run_mode(ctx: Context, mode: str) -> ModeRun:
     containers = start_batch(agent, batch, poll_s)
     progress(f"pleg ({mode}): CPU over {args.pleg_window:.0f} s")
     cpu, pleg_cpu_s = measure_cpu(ctx, agent)
-    latencies: dict[str, list[float]] = {way: [] for way in WAYS}
+    latencies: dict[str, dict[str, float]] = {way: {} for way in WAYS}
     rounds = 0
     while len(latencies["status"]) < args.pleg_exits:
         schedule = kill_schedule(ctx.daemon, containers, args.pleg_spread, rounds)
-        for way, found in watch_exits(agent, schedule, poll_s).items():
-            latencies[way] += list(found.values())
+        with cri_channel(ctx.daemon.address) as channel:
+            reads = ways_in(agent, runtime_service(channel), containers)
+            for way, found in watch_exits(reads, schedule, poll_s).items():
+                latencies[way] |= found
         remove_batch(agent, batch)
         rounds += 1
         if len(latencies["status"]) < args.pleg_exits:
@@ -238,29 +252,27 @@ def section(ctx: Context) -> None:
     report(ctx, runs)
 
 
+def quantiles(values: list[float]) -> tuple[float, float]:
+    return percentile(values, 50), percentile(values, 99)
+
+
 def report(ctx: Context, runs: dict[str, ModeRun]) -> None:
     args = ctx.args
-    evented, relisting = runs["evented"], runs["relisting"]
     print(
         f"PLEG, {args.pleg_pods} pods, {args.pleg_exits} container exits each way (SIGKILLs, "
-        f"batches of {args.pleg_batch} over {args.pleg_spread:g} s), polled every "
-        f"{args.pleg_poll_ms:g} ms:"
+        f"batches of {args.pleg_batch} spread over {args.pleg_spread:g} s), each way polled "
+        f"every {args.pleg_poll_ms * len(WAYS):g} ms:"
     )
     figures: dict[str, Any] = {}
     for way in WAYS:
-        quantiles = {
-            mode: (percentile(run.latencies[way], 50), percentile(run.latencies[way], 99))
-            for mode, run in runs.items()
-        }
-        (e50, e99), (r50, r99) = quantiles["evented"], quantiles["relisting"]
-        print(
-            f"  exit -> {way:<6}  evented p50 {ms(e50)}, p99 {ms(e99)}; 1 s relisting p50 "
-            f"{ms(r50)}, p99 {ms(r99)} = {ratio(e50, r50):.2f}x / {ratio(e99, r99):.2f}x"
+        figures |= way_line(
+            f"exit -> {way}", {m: list(r.latencies[way].values()) for m, r in runs.items()}
         )
-        key = "pleg_exit_" + way.strip("/")
-        for mode, (p50, p99) in quantiles.items():
-            figures[f"{key}_{mode}_p50_s"], figures[f"{key}_{mode}_p99_s"] = p50, p99
-        figures[f"{key}_ratio_p50"], figures[f"{key}_ratio_p99"] = ratio(e50, r50), ratio(e99, r99)
+    over = {
+        mode: [run.latencies["status"][n] - run.latencies["CRI"][n] for n in run.latencies["CRI"]]
+        for mode, run in runs.items()
+    }
+    figures |= way_line("status less CRI", over)
     window = args.pleg_window
     for mode, run in runs.items():
         print(
@@ -269,6 +281,7 @@ def report(ctx: Context, runs: dict[str, ModeRun]) -> None:
         )
         figures[f"pleg_cpu_{mode}_s"] = run.pleg_cpu_s
         figures |= {f"pleg_{mode}_{k}": v for k, v in run.cpu.items()}
+    evented, relisting = runs["evented"], runs["relisting"]
     cpu_ratio = ratio(evented.pleg_cpu_s, relisting.pleg_cpu_s)
     containerd = ratio(evented.cpu["cpu_containerd_s"], relisting.cpu["cpu_containerd_s"])
     print(
@@ -277,3 +290,21 @@ def report(ctx: Context, runs: dict[str, ModeRun]) -> None:
     )
     figures["pleg_cpu_ratio"], figures["pleg_containerd_cpu_ratio"] = cpu_ratio, containerd
     ctx.figures.update(figures)
+
+
+def way_line(what: str, by_mode: dict[str, list[float]]) -> dict[str, float]:
+    """Print one way in's p50 and p99, evented against relisting; return the figures."""
+    (e50, e99), (r50, r99) = quantiles(by_mode["evented"]), quantiles(by_mode["relisting"])
+    print(
+        f"  {what:<16} evented p50 {ms(e50)}, p99 {ms(e99)}; 1 s relisting p50 {ms(r50)}, "
+        f"p99 {ms(r99)} = {ratio(e50, r50):.2f}x / {ratio(e99, r99):.2f}x"
+    )
+    key = "pleg_" + "_".join(what.replace("->", "").replace("/", "").split()).lower()
+    return {
+        f"{key}_evented_p50_s": e50,
+        f"{key}_evented_p99_s": e99,
+        f"{key}_relisting_p50_s": r50,
+        f"{key}_relisting_p99_s": r99,
+        f"{key}_ratio_p50": ratio(e50, r50),
+        f"{key}_ratio_p99": ratio(e99, r99),
+    }
