@@ -5,9 +5,11 @@ BIN := $(VENV)/bin
 CTR_DIR ?= /tmp/pkletd-ctr
 # make bench BENCH_ARGS='--only kubeletapi --containerd-dir /tmp/my-bench-ctr'
 BENCH_ARGS ?=
+# make soak SOAK_ARGS='--short' (a tenth of the counts, ~3 min; `make test` runs it too)
+SOAK_ARGS ?=
 STAMP := $(VENV)/.installed
 
-.PHONY: install deps lint typecheck test unit bench run stop clean proto
+.PHONY: install deps lint typecheck test unit bench soak run stop clean proto
 
 install: $(STAMP)
 
@@ -55,6 +57,9 @@ test: install deps lint typecheck
 
 bench: install deps
 	$(BIN)/python -m tests.bench $(BENCH_ARGS)
+
+soak: install deps
+	$(BIN)/python -m tests.soak $(SOAK_ARGS)
 
 run: install deps
 	$(BIN)/python tests/harness/containerd.py up --dir $(CTR_DIR)
