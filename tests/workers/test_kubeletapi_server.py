@@ -331,6 +331,23 @@ def test_container_logs_and_their_options(tmp_path: Path) -> None:
         )
 
 
+def test_container_logs_to_an_http_1_0_client_end_with_the_connection(tmp_path: Path) -> None:
+    """No chunked encoding in HTTP/1.0: a 500 and a traceback until the soak found it."""
+    write_log(tmp_path, 1, cri("one", 1) + cri("two", 2))
+    with serve(tmp_path) as served:
+        put_pods(served, pod())
+        sock = served.tls_socket("admin")
+        with sock:
+            sock.sendall(b"GET /containerLogs/default/web/app HTTP/1.0\r\nHost: x\r\n\r\n")
+            reply = b""
+            while chunk := sock.recv(65536):
+                reply += chunk
+        head, _, body = reply.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.0 200 OK\r\n")
+        assert b"Transfer-Encoding" not in head
+        assert body == b"one\ntwo\n"
+
+
 @pytest.mark.parametrize(
     ("path", "status", "text"),
     [

@@ -215,8 +215,8 @@ class ContainerLogs:
         return running
 
     async def _stream(self, request: web.Request, reader: LogReader, f: Any) -> web.StreamResponse:
+        # No length: aiohttp chunks it for HTTP/1.1 and ends it by closing for HTTP/1.0.
         response = web.StreamResponse(headers={"Content-Type": TEXT})
-        response.enable_chunked_encoding()
         try:
             await response.prepare(request)
         except ConnectionError:
