@@ -162,10 +162,12 @@ def test_bad_http_requests(pkletd: Pkletd) -> None:
     base = f"http://127.0.0.1:{pkletd.read_only_port}"
     with pytest.raises(urllib.error.HTTPError) as missing:
         urllib.request.urlopen(f"{base}/nope", timeout=5)
+    missing.value.close()  # an HTTPError holds the response and its socket
     assert missing.value.code == 404
     with pytest.raises(urllib.error.HTTPError) as wrong_method:
         urllib.request.urlopen(
             urllib.request.Request(f"{base}/pods", method="POST", data=b"x"), timeout=5
         )
+    wrong_method.value.close()
     assert wrong_method.value.code == 405
     assert pkletd.all_running()
