@@ -173,12 +173,7 @@ def _threshold_cell(threshold: dict[str, Any], counted: bool) -> str:
 
 
 def _amount(value: int, counted: bool) -> str:
-    if counted:
-        return str(value)
-    for size, unit in _UNITS:
-        if value >= size:
-            return f"{value / size:.1f}{unit}"
-    return str(value)
+    return str(value) if counted else _size(value)
 
 
 def _gc_lines(gc: dict[str, Any], now: float) -> list[str]:
@@ -214,7 +209,7 @@ def _gc_line(what: str, last: dict[str, Any] | None, now: float) -> str:
 
 
 def _size(count: int) -> str:
-    for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+    for size, unit in _UNITS:
         if count >= size:
             return f"{count / size:.1f}{unit}"
     return f"{count}B"
