@@ -51,32 +51,33 @@ def decode(frame: bytes) -> Envelope:
     version, kind, sender, seq, sent_at, body = raw
     if not isinstance(sender, str):
         raise BadMessage("envelope field sender: not a string")
+    who = sender if sender.isprintable() else repr(sender)  # no newline into a log line
     if version != SCHEMA_VERSION:
-        raise BadMessage(f"from {sender}: schema version {version!r}, want {SCHEMA_VERSION}")
+        raise BadMessage(f"from {who}: schema version {version!r}, want {SCHEMA_VERSION}")
     if not isinstance(seq, int) or isinstance(seq, bool) or not isinstance(sent_at, (int, float)):
-        raise BadMessage(f"from {sender}: bad seq or time in envelope")
+        raise BadMessage(f"from {who}: bad seq or time in envelope")
     cls = MESSAGES.get(kind) if isinstance(kind, str) else None
     if cls is None:
-        raise BadMessage(f"from {sender}: unknown kind {kind!r}")
+        raise BadMessage(f"from {who}: unknown kind {kind!r}")
     if not isinstance(body, dict):
-        raise BadMessage(f"from {sender}: {kind} body is not a map")
-    return Envelope(sender, seq, float(sent_at), _build(cls, body, sender))
+        raise BadMessage(f"from {who}: {kind} body is not a map")
+    return Envelope(sender, seq, float(sent_at), _build(cls, body, who))
 
 
-def _build(cls: type[Message], body: dict[str, Any], sender: str) -> Message:
+def _build(cls: type[Message], body: dict[str, Any], who: str) -> Message:
     hints = _hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for name in body:
         if name not in fields:
-            raise BadMessage(f"from {sender}: {cls.kind} has no field {name!r}")
+            raise BadMessage(f"from {who}: {cls.kind} has no field {name!r}")
     for name, f in fields.items():
         if name not in body:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise BadMessage(f"from {sender}: {cls.kind} field {name!r} is missing")
+                raise BadMessage(f"from {who}: {cls.kind} field {name!r} is missing")
             continue
         if not _conforms(body[name], hints[name]):
             raise BadMessage(
-                f"from {sender}: {cls.kind} field {name!r}: "
+                f"from {who}: {cls.kind} field {name!r}: "
                 f"{type(body[name]).__name__} is not {_type_name(hints[name])}"
             )
     return cls(**{name: _typed(value, hints[name]) for name, value in body.items()})

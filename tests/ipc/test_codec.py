@@ -124,6 +124,15 @@ def test_rejection_names_the_sender() -> None:
     assert rejection(hello_frame({"worker": "pleg"})).startswith("from pleg:")
 
 
+def test_a_sender_that_would_break_a_log_line_is_shown_quoted() -> None:
+    """A rogue peer's sender went into the log line as it came: newlines and NULs could
+    forge lines. Found by the soak's bus fuzzer."""
+    forged = "pleg\n2026-01-01 00:00:00,000 ERROR pkletd: supervisor[1] forged\x00"
+    message = rejection(frame(SCHEMA_VERSION, "Hello", forged, 1, 0.0, {"worker": "pleg"}))
+    assert message.startswith(f"from {forged!r}: Hello field 'pid' is missing")
+    assert message.isprintable()
+
+
 def test_nested_types_are_checked() -> None:
     body = {"seq": 1, "pods": [], "containers": {"c1": 3}}
     message = rejection(frame(SCHEMA_VERSION, "Snapshot", "parent", 1, 0.0, body))
