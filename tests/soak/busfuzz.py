@@ -15,7 +15,8 @@ the worker holds it). Messages, in equal shares (``SHAPES``):
   which decodes: what stops it is the supervisor's check of who sent it.
 
 Must hold: the supervisor never exits (its pid is the same throughout), no worker is
-restarted, and every worker runs at the end.
+restarted, every worker runs at the end, and every line the supervisor logged meanwhile
+is one of its own (a timestamp first, no NUL): a sender's newlines must not forge lines.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import zmq
 from pkletd.ipc.messages import MESSAGES, SCHEMA_VERSION
 
 from tests.soak.context import Soak
+from tests.soak.logtail import LogTail
 from tests.soak.report import Row
 
 PER_PEER = 50
@@ -185,7 +187,7 @@ def run(soak: Soak) -> Row:
     parent = soak.node.main_pid
     workers = soak.workers()
     before = {n: w["restarts"] for n, w in workers.items()}
-    logged = soak.node.log().count("dropped")
+    log = LogTail(soak.node.log_dir / "supervisor.log")
     shapes: Counter[str] = Counter()
     ctx = zmq.Context()
     started = time.monotonic()
@@ -218,6 +220,9 @@ def run(soak: Soak) -> Row:
     )
     after = {n: w["restarts"] for n, w in soak.workers().items()}
     row.check("no worker restarted", after == before)
-    dropped = soak.node.log().count("dropped") - logged
-    row.note(f"sent in {took:.1f} s; {dropped} 'dropped ...' log lines")
+    forged = log.forged()
+    row.check("no forged log line", not forged)
+    if forged:
+        row.note(f"forged: {forged[:3]}")
+    row.note(f"sent in {took:.1f} s; {log.text.count('dropped')} 'dropped ...' log lines")
     return row

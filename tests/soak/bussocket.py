@@ -117,7 +117,7 @@ def floods(soak: Soak, row: Row) -> None:
             break
         started = time.monotonic()
         _raw_garbage(path, soak)
-        _send_frames(path, soak)
+        send_garbage_frames(path, soak, soak.counts.garbage_frames)
         took.append(time.monotonic() - started)
     after = {n: w["restarts"] for n, w in soak.workers().items()}
     row.check("no worker missed its heartbeat", after == before)
@@ -129,7 +129,8 @@ def floods(soak: Soak, row: Row) -> None:
     )
 
 
-def _send_frames(path: Path, soak: Soak) -> None:
+def send_garbage_frames(path: Path, soak: Soak, count: int) -> None:
+    """``count`` frames of garbage from a DEALER on ``path``."""
     ctx = zmq.Context()
     dealer = ctx.socket(zmq.DEALER)
     try:
@@ -137,7 +138,7 @@ def _send_frames(path: Path, soak: Soak) -> None:
         dealer.setsockopt(zmq.SNDTIMEO, 5000)
         dealer.setsockopt(zmq.IDENTITY, f"garbage/{os.getpid()}".encode())
         dealer.connect(f"ipc://{path}")
-        for _ in range(soak.counts.garbage_frames):
+        for _ in range(count):
             dealer.send_multipart(_frame(soak))
     finally:
         dealer.close()

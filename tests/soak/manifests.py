@@ -27,6 +27,7 @@ from typing import Any
 
 from tests.e2e import NODE
 from tests.soak.context import Soak, within
+from tests.soak.logtail import LogTail
 from tests.soak.mutate import mutant
 from tests.soak.podmix import fuzz_bases
 from tests.soak.report import Row
@@ -65,23 +66,6 @@ def _verdict_of(pod: dict[str, Any]) -> str:
     if any(s not in STARTING and s != "running" for s in states):
         return "not running, said why"
     return ""
-
-
-class LogTail:
-    """The supervisor log's lines since the fuzzer began (the file only grows meanwhile)."""
-
-    def __init__(self, path: Path) -> None:
-        self._path = path
-        self._offset = path.stat().st_size
-        self.text = ""
-
-    def read(self) -> str:
-        with self._path.open("rb") as f:
-            f.seek(self._offset)
-            chunk = f.read()
-        self._offset += len(chunk)
-        self.text += chunk.decode(errors="replace")
-        return self.text
 
 
 def _judge(cases: list[Case], soak: Soak, log: LogTail, row: Row) -> None:

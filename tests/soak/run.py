@@ -143,7 +143,10 @@ def whole_run(soak: Soak, baseline: Fingerprint, started: float) -> Row:
     caused = soak.fingerprint().restarts_since(baseline) + soak.restarted_in_status()
     row.check("0 restarts caused, first to last", not caused)
     restarts = {n: w["restarts"] for n, w in soak.workers().items()}
-    row.note("worker restarts: " + ", ".join(f"{n} {r}" for n, r in sorted(restarts.items())))
+    row.note(
+        "worker restarts since the last supervisor start: "
+        + ", ".join(f"{n} {r}" for n, r in sorted(restarts.items()))
+    )
     row.count = f"{(time.monotonic() - started) / 60:.1f} min"
     return row
 
