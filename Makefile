@@ -44,8 +44,8 @@ proto: install
 	cp .proto-out/podresources/v1/api_pb2.py workers/podresources/podresources_pb2.py
 	cp .proto-out/podresources/v1/api_pb2.pyi workers/podresources/podresources_pb2.pyi
 	for p in $(CONTAINERD_PROTOS); do \
-		cp .proto-out/containerd/$${p}_pb2.py ipc/containerd/$$(basename $$p)_pb2.py; \
-		cp .proto-out/containerd/$${p}_pb2.pyi ipc/containerd/$$(basename $$p)_pb2.pyi; \
+		cp .proto-out/containerd/$${p}_pb2.py ipc/runtime/containerd/$$(basename $$p)_pb2.py; \
+		cp .proto-out/containerd/$${p}_pb2.pyi ipc/runtime/containerd/$$(basename $$p)_pb2.pyi; \
 	done
 	rm -rf .proto-out
 

@@ -17,10 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import zmq
-from pkletd.ipc.bus import ParentBus
-from pkletd.ipc.codec import BadMessage, Envelope
-from pkletd.ipc.cri import CriError
-from pkletd.ipc.messages import (
+from pkletd.ipc.bus.codec import BadMessage, Envelope
+from pkletd.ipc.bus.messages import (
     EventRecorded,
     EvictionNeeded,
     EvictionThresholdMet,
@@ -50,6 +48,8 @@ from pkletd.ipc.messages import (
     TokenIssued,
     WorkerReady,
 )
+from pkletd.ipc.bus.sockets import ParentBus
+from pkletd.ipc.runtime.cri import CriError
 from pkletd.ipc.wakeup import Wakeup
 from pkletd.supervisor.children import Children, State
 from pkletd.supervisor.config import KubeletConfig

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import setproctitle
-from pkletd.ipc.cri import CriRuntime
+from pkletd.ipc.runtime.cri import CriRuntime
 from pkletd.supervisor import logs, workerset
 from pkletd.supervisor.agent import Agent
 from pkletd.supervisor.config import KubeletConfig

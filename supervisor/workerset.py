@@ -6,6 +6,7 @@ import functools
 from collections.abc import Callable
 from pathlib import Path
 
+from pkletd.ipc.nodestats.summary import NodePaths
 from pkletd.supervisor.config import KubeletConfig, v1beta1
 from pkletd.supervisor.forkserver import WorkerEntry
 from pkletd.supervisor.node import shutdownplan
@@ -21,7 +22,6 @@ from pkletd.workers import (
     prober,
 )
 from pkletd.workers.lifecycle import WorkerSettings
-from pkletd.workers.nodestats.summary import NodePaths
 
 HEARTBEATS_PER_TIMEOUT = 5
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pkletd.ipc.apimodel.podspec import Pod, parse_pod
-from pkletd.ipc.cri import SandboxID, SandboxSpec
+from pkletd.ipc.runtime.cri import SandboxID, SandboxSpec
 from pkletd.supervisor.pods.fakeruntime import FakeRuntime
 from pkletd.supervisor.pods.setup import runtimespec
 

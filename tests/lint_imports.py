@@ -5,9 +5,9 @@
 - ``workers`` import neither the parent's machinery nor the pod logic (``supervisor``);
 - the pod logic (``supervisor/pods``) never imports the parent's process machinery
   (the rest of ``supervisor``) nor ``workers``;
-- the generated CRI stubs (``cri_api``) are imported by ``ipc/cri.py`` only, the
+- the generated CRI stubs (``cri_api``) are imported by ``ipc/runtime/cri.py`` only, the
   generated pod-resources module by ``workers/podresources/servicer.py`` only, and
-  containerd's events modules (``ipc/containerd``) by ``ipc/runtimeevents.py`` only.
+  containerd's events modules (``ipc/runtime/containerd``) by ``ipc/runtime/events.py`` only.
 
 A file obeys every rule whose folder holds it.
 """
@@ -21,11 +21,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 STUBS = "cri_api"
-STUB_OWNER = Path("ipc/cri.py")
+STUB_OWNER = Path("ipc/runtime/cri.py")
 GENERATED = {
     "pkletd.workers.podresources.podresources_pb2": Path("workers/podresources/servicer.py"),
     **{
-        f"pkletd.ipc.containerd.{name}_pb2": Path("ipc/runtimeevents.py")
+        f"pkletd.ipc.runtime.containerd.{name}_pb2": Path("ipc/runtime/events.py")
         for name in ("events", "task", "container")
     },
 }

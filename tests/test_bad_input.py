@@ -10,7 +10,7 @@ import urllib.request
 import msgpack
 import pytest
 import zmq
-from pkletd.ipc.messages import SCHEMA_VERSION
+from pkletd.ipc.bus.messages import SCHEMA_VERSION
 from pkletd.supervisor import cli
 
 from tests.e2e import PKLETD, Pkletd, pod_manifest, wait_for

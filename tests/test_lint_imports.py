@@ -16,8 +16,8 @@ from tests import lint_imports
         ("supervisor/pods/setup/x.py", "pkletd.workers.pleg", "process machinery nor workers"),
         ("workers/x.py", "pkletd.supervisor.pods.book", "neither the parent nor the pod logic"),
         ("ipc/x.py", "pkletd.supervisor", "neither workers nor the supervisor"),
-        ("ipc/apimodel/x.py", "pkletd.ipc.cri", "imports nothing else of pkletd"),
-        ("workers/x.py", "cri_api.v1", "only ipc/cri.py imports cri_api"),
+        ("ipc/apimodel/x.py", "pkletd.ipc.runtime.cri", "imports nothing else of pkletd"),
+        ("workers/x.py", "cri_api.v1", "only ipc/runtime/cri.py imports cri_api"),
     ],
 )
 def test_a_crossing_is_reported(tmp_path: Path, path: str, module: str, rule: str) -> None:
@@ -30,8 +30,10 @@ def test_a_crossing_is_reported(tmp_path: Path, path: str, module: str, rule: st
 def test_allowed_imports_pass(tmp_path: Path) -> None:
     files = {
         "supervisor/agent.py": "import pkletd.supervisor.pods.book\n",
-        "supervisor/pods/book.py": "import pkletd.ipc.cri\nimport pkletd.supervisor.pods.stage\n",
-        "workers/pleg.py": "import pkletd.ipc.bus\n",
+        "supervisor/pods/book.py": (
+            "import pkletd.ipc.runtime.cri\nimport pkletd.supervisor.pods.stage\n"
+        ),
+        "workers/pleg.py": "import pkletd.ipc.bus.sockets\n",
         "ipc/apimodel/podspec.py": "import pkletd.ipc.apimodel.quantity\n",
     }
     for path, text in files.items():

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from pkletd.ipc.apimodel.podspec import Pod, parse_pod
-from pkletd.ipc.cri import (
+from pkletd.ipc.runtime.cri import (
     ContainerID,
     ContainerInfo,
     ContainerState,

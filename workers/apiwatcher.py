@@ -1,6 +1,6 @@
 """The API pod source: the pods the API server binds to this node, beside file and HTTP.
 
-A reflector (``ipc/reflector.py``) lists, then watches, the pods of every namespace
+A reflector (``ipc/apiclient/reflector.py``) lists, then watches, the pods of every namespace
 with ``fieldSelector=spec.nodeName=<node>`` through the official client, as the
 kubelet's reflector does; each list, event and failure reaches the worker's loop
 through an ``Inbox``; its thread never touches the bus.
@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import kubernetes.client
-from pkletd.ipc import kubeapi
-from pkletd.ipc.bus import WorkerBus
-from pkletd.ipc.messages import Message, PodsListed, Snapshot
-from pkletd.ipc.reflector import Broken, Listed, Reflector, Seen
+from pkletd.ipc.apiclient import kubeapi
+from pkletd.ipc.apiclient.reflector import Broken, Listed, Reflector, Seen
+from pkletd.ipc.bus.messages import Message, PodsListed, Snapshot
+from pkletd.ipc.bus.sockets import WorkerBus
 from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.lifecycle import WorkerSettings, serve
 

@@ -26,16 +26,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pkletd.ipc.bus import WorkerBus
-from pkletd.ipc.messages import ManifestRejected, Message, PodsListed, Snapshot
-from pkletd.workers.lifecycle import WorkerSettings, serve
-from pkletd.workers.manifests import (
+from pkletd.ipc.apimodel.manifests import (
     ManifestError,
     file_origin,
     first_of_each_name,
     load_documents,
     static_pod,
 )
+from pkletd.ipc.bus.messages import ManifestRejected, Message, PodsListed, Snapshot
+from pkletd.ipc.bus.sockets import WorkerBus
+from pkletd.workers.lifecycle import WorkerSettings, serve
 
 log = logging.getLogger(__name__)
 

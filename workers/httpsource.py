@@ -36,17 +36,17 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pkletd.ipc.bus import WorkerBus
-from pkletd.ipc.messages import ManifestRejected, Message, PodsListed, Snapshot
-from pkletd.ipc.wakeup import Inbox
-from pkletd.workers.lifecycle import WorkerSettings, serve
-from pkletd.workers.manifests import (
+from pkletd.ipc.apimodel.manifests import (
     ManifestError,
     first_of_each_name,
     load_documents,
     static_pod,
     url_origin,
 )
+from pkletd.ipc.bus.messages import ManifestRejected, Message, PodsListed, Snapshot
+from pkletd.ipc.bus.sockets import WorkerBus
+from pkletd.ipc.wakeup import Inbox
+from pkletd.workers.lifecycle import WorkerSettings, serve
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,16 @@ from pathlib import Path
 from typing import Protocol
 
 import zmq
-from pkletd.ipc.bus import WorkerBus
-from pkletd.ipc.codec import BadMessage, Envelope
-from pkletd.ipc.messages import Heartbeat, Hello, Message, Snapshot, SnapshotRequest, WorkerReady
+from pkletd.ipc.bus.codec import BadMessage, Envelope
+from pkletd.ipc.bus.messages import (
+    Heartbeat,
+    Hello,
+    Message,
+    Snapshot,
+    SnapshotRequest,
+    WorkerReady,
+)
+from pkletd.ipc.bus.sockets import WorkerBus
 from pkletd.ipc.wakeup import Wakeup
 
 log = logging.getLogger(__name__)

@@ -40,9 +40,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
-from pkletd.ipc.bus import WorkerBus
-from pkletd.ipc.cri import ContainerInfo, ContainerState, CriError, CriRuntime
-from pkletd.ipc.messages import Message, Snapshot
+from pkletd.ipc.bus.messages import Message, Snapshot
+from pkletd.ipc.bus.sockets import WorkerBus
+from pkletd.ipc.runtime.cri import ContainerInfo, ContainerState, CriError, CriRuntime
 from pkletd.workers.lifecycle import WorkerSettings, serve
 
 log = logging.getLogger(__name__)

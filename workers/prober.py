@@ -32,12 +32,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from pkletd.ipc import handlers
 from pkletd.ipc.apimodel.podspec import InvalidPod, PodUID, parse_pod
 from pkletd.ipc.apimodel.probespec import Probe, ProbeType
-from pkletd.ipc.bus import WorkerBus
-from pkletd.ipc.cri import CriRuntime
-from pkletd.ipc.messages import (
+from pkletd.ipc.bus.messages import (
     Message,
     PodForgotten,
     PodStatusUpdated,
@@ -46,6 +43,9 @@ from pkletd.ipc.messages import (
     ProbeVerdict,
     Snapshot,
 )
+from pkletd.ipc.bus.sockets import WorkerBus
+from pkletd.ipc.runtime import handlers
+from pkletd.ipc.runtime.cri import CriRuntime
 from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.lifecycle import WorkerSettings, serve
 

@@ -5,9 +5,9 @@ worker and kind) and ``pkletd_bus_broadcasts_total`` (by kind; every worker gets
 
 from __future__ import annotations
 
-from pkletd.ipc.bus import ParentBus
-from pkletd.ipc.messages import MetricFamily
-from pkletd.ipc.metricfamily import Labels, family
+from pkletd.ipc.bus.messages import MetricFamily
+from pkletd.ipc.bus.metricfamily import Labels, family
+from pkletd.ipc.bus.sockets import ParentBus
 
 BY_WORKER = ("worker", "kind")
 

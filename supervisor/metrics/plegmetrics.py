@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from pkletd.ipc.messages import MetricFamily
-from pkletd.ipc.metricfamily import ALPHA, Histogram, Labels, family
+from pkletd.ipc.bus.messages import MetricFamily
+from pkletd.ipc.bus.metricfamily import ALPHA, Histogram, Labels, family
 
 
 class PlegMetrics:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from pkletd.ipc.bus import ParentBus
-from pkletd.ipc.messages import MetricsReport
-from pkletd.ipc.metricfamily import ALPHA, family
+from pkletd.ipc.bus.messages import MetricsReport
+from pkletd.ipc.bus.metricfamily import ALPHA, family
+from pkletd.ipc.bus.sockets import ParentBus
 from pkletd.supervisor.children import Children
 from pkletd.supervisor.metrics.busmetrics import bus_families
 from pkletd.supervisor.metrics.plegmetrics import PlegMetrics

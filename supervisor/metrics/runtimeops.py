@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-from pkletd.ipc.messages import MetricFamily
-from pkletd.ipc.metricfamily import ALPHA, Counter, Histogram, exponential_buckets
+from pkletd.ipc.bus.messages import MetricFamily
+from pkletd.ipc.bus.metricfamily import ALPHA, Counter, Histogram, exponential_buckets
 
 LABELS = ("operation_type",)
 _WORD = re.compile(r"(?<!^)(?=[A-Z])")

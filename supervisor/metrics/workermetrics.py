@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pkletd.ipc.messages import MetricFamily, MetricType
-from pkletd.ipc.metricfamily import Labels, family
+from pkletd.ipc.bus.messages import MetricFamily, MetricType
+from pkletd.ipc.bus.metricfamily import Labels, family
 from pkletd.supervisor.children import Children, State
 from pkletd.supervisor.metrics import procstats
 

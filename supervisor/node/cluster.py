@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pkletd.ipc.messages import NodeReported, PlegMode, PlegModeChanged
+from pkletd.ipc.bus.messages import NodeReported, PlegMode, PlegModeChanged
 from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason
 
 PLEG_HEALTHY_S = 180.0  # the kubelet's relist threshold ("PLEG is not healthy")

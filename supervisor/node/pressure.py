@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pkletd.ipc.messages import EvictionThresholdMet, SignalsObserved
+from pkletd.ipc.bus.messages import EvictionThresholdMet, SignalsObserved
 from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason
 
 log = logging.getLogger(__name__)

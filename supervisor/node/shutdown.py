@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pkletd.ipc.apimodel.podspec import Pod, PodUID
-from pkletd.ipc.messages import InhibitorReported, MetricFamily
+from pkletd.ipc.bus.messages import InhibitorReported, MetricFamily
 from pkletd.supervisor.config import KubeletConfig
 from pkletd.supervisor.node import shutdownplan, shutdownstate
 from pkletd.supervisor.node.shutdownplan import Group, assign, pod_grace, requested_s

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pkletd.ipc.messages import MetricFamily
-from pkletd.ipc.metricfamily import ALPHA, family
+from pkletd.ipc.bus.messages import MetricFamily
+from pkletd.ipc.bus.metricfamily import ALPHA, family
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pkletd.ipc.apimodel.podspec import InvalidPod, Pod, PodUID, parse_pod
-from pkletd.ipc.cri import ContainerState
-from pkletd.ipc.messages import SANDBOX_PREFIX, LifecycleEventType, PodLifecycleEvent
+from pkletd.ipc.bus.messages import SANDBOX_PREFIX, LifecycleEventType, PodLifecycleEvent
+from pkletd.ipc.runtime.cri import ContainerState
 from pkletd.supervisor.pods import podstatus
 from pkletd.supervisor.pods.proberesults import ProbeResults
 from pkletd.supervisor.pods.stage import PodLifecycle, PodStage

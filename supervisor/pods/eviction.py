@@ -28,7 +28,7 @@ from typing import Any
 
 from pkletd.ipc.apimodel import quantity
 from pkletd.ipc.apimodel.podspec import DEFAULT_GRACE_S, Pod
-from pkletd.ipc.messages import EvictionNeeded, PodUsage
+from pkletd.ipc.bus.messages import EvictionNeeded, PodUsage
 from pkletd.supervisor.pods.cgroups import qos
 
 IMMEDIATE_GRACE_S = 1  # the kubelet's immediateEvictionGracePeriodSeconds

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pkletd.ipc.cri import (
+from pkletd.ipc.runtime.cri import (
     POD_UID_LABEL,
     ContainerID,
     ContainerInfo,

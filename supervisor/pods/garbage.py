@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pkletd.ipc.messages import (
+from pkletd.ipc.bus.messages import (
     GarbageCollected,
     GarbageFound,
     GarbageKind,

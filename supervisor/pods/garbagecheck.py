@@ -24,8 +24,8 @@ import logging
 from collections.abc import Callable, Iterable
 
 from pkletd.ipc.apimodel.podspec import PodUID
-from pkletd.ipc.cri import ContainerState
-from pkletd.ipc.messages import DeadContainer, DeadSandbox, PodLogDir
+from pkletd.ipc.bus.messages import DeadContainer, DeadSandbox, PodLogDir
+from pkletd.ipc.runtime.cri import ContainerState
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.types import PodRuntime
 

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from pkletd.ipc.cri import (
+from pkletd.ipc.bus.messages import DeadContainer, DeadSandbox, GarbageFound, PodLogDir, UnusedImage
+from pkletd.ipc.runtime.cri import (
     ContainerID,
     ContainerState,
     CriError,
@@ -32,7 +33,6 @@ from pkletd.ipc.cri import (
     SandboxState,
     unless_gone,
 )
-from pkletd.ipc.messages import DeadContainer, DeadSandbox, GarbageFound, PodLogDir, UnusedImage
 from pkletd.ipc.wakeup import Inbox
 from pkletd.supervisor.pods.runtime import Runtime
 

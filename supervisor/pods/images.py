@@ -20,7 +20,7 @@ import logging
 import time
 
 from pkletd.ipc.apimodel.podspec import Container, Pod, PodUID
-from pkletd.ipc.cri import CriError, ImageInfo, RegistryAuth, SandboxSpec
+from pkletd.ipc.runtime.cri import CriError, ImageInfo, RegistryAuth, SandboxSpec
 from pkletd.supervisor.pods import pullsecrets
 from pkletd.supervisor.pods.backoff import Clock, CrashBackoff
 from pkletd.supervisor.pods.dockerconfig import BadPullSecret

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 
 from pkletd.ipc.apimodel.podspec import PodUID
-from pkletd.ipc.cri import (
+from pkletd.ipc.runtime.cri import (
     ContainerID,
     ContainerInfo,
     ContainerState,

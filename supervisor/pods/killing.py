@@ -15,9 +15,9 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from pkletd.ipc import handlers
 from pkletd.ipc.apimodel.podspec import Container, Pod
-from pkletd.ipc.cri import ContainerInfo, SandboxState, unless_gone
+from pkletd.ipc.runtime import handlers
+from pkletd.ipc.runtime.cri import ContainerInfo, SandboxState, unless_gone
 from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason
 from pkletd.supervisor.pods.runtime import Runtime
 from pkletd.supervisor.pods.types import PodRuntime

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pkletd.ipc.apimodel.references import ObjectKey, ObjectKind, PodReferences, TokenKey
-from pkletd.ipc.messages import ObjectFetched, ServicesListed, TokenIssued
+from pkletd.ipc.bus.messages import ObjectFetched, ServicesListed, TokenIssued
 
 TokenId = tuple[str, str, str, int]  # pod uid, service account, audience, lifetime
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from pkletd.ipc.apimodel.podspec import Container, Pod
 from pkletd.ipc.apimodel.probespec import ProbeType
-from pkletd.ipc.cri import ContainerInfo, ContainerState, SandboxInfo, SandboxState
+from pkletd.ipc.runtime.cri import ContainerInfo, ContainerState, SandboxInfo, SandboxState
 from pkletd.supervisor.pods.setup import runtimespec
 from pkletd.supervisor.pods.types import PodRuntime
 

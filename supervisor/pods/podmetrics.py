@@ -15,9 +15,9 @@ import enum
 import time
 
 from pkletd.ipc.apimodel.podspec import Container, Pod
-from pkletd.ipc.cri import ContainerState, SandboxState
-from pkletd.ipc.messages import MetricFamily
-from pkletd.ipc.metricfamily import ALPHA, Counter, Histogram, Labels, family
+from pkletd.ipc.bus.messages import MetricFamily
+from pkletd.ipc.bus.metricfamily import ALPHA, Counter, Histogram, Labels, family
+from pkletd.ipc.runtime.cri import ContainerState, SandboxState
 from pkletd.supervisor.pods.backoff import Clock
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.podstartup import PodStartup

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pkletd.ipc.apimodel.podspec import Pod, PodUID
-from pkletd.ipc.messages import MetricFamily
-from pkletd.ipc.metricfamily import ALPHA, Histogram
+from pkletd.ipc.bus.messages import MetricFamily
+from pkletd.ipc.bus.metricfamily import ALPHA, Histogram
 from pkletd.supervisor.pods.backoff import Clock
 from pkletd.supervisor.pods.types import PodRuntime
 

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pkletd.ipc.apimodel.podspec import Container, Pod
-from pkletd.ipc.cri import ContainerInfo, ContainerState, SandboxState
+from pkletd.ipc.runtime.cri import ContainerInfo, ContainerState, SandboxState
 from pkletd.supervisor.pods.cgroups import qos
 from pkletd.supervisor.pods.podactions import InitProgress, init_progress
 from pkletd.supervisor.pods.proberesults import ProbeResults

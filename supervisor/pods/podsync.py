@@ -22,9 +22,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pkletd.ipc import handlers
 from pkletd.ipc.apimodel.podspec import Container, Pod, PodUID
-from pkletd.ipc.cri import (
+from pkletd.ipc.runtime import handlers
+from pkletd.ipc.runtime.cri import (
     ContainerID,
     ContainerState,
     CriError,

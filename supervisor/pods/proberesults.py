@@ -15,8 +15,8 @@ from typing import Any
 
 from pkletd.ipc.apimodel.podspec import Container, PodUID
 from pkletd.ipc.apimodel.probespec import ProbeType
-from pkletd.ipc.cri import ContainerID
-from pkletd.ipc.messages import ProbeResult, ProbeVerdict
+from pkletd.ipc.bus.messages import ProbeResult, ProbeVerdict
+from pkletd.ipc.runtime.cri import ContainerID
 
 Key = tuple[PodUID, str, ProbeType]  # pod, container name, probe type
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from pkletd.ipc.apimodel.podspec import Pod
 from pkletd.ipc.apimodel.references import ObjectKey, ObjectKind
-from pkletd.ipc.messages import ObjectFetched
+from pkletd.ipc.bus.messages import ObjectFetched
 from pkletd.supervisor.pods import dockerconfig
 from pkletd.supervisor.pods.keyring import Keyring
 from pkletd.supervisor.pods.objects import ApiObjects, ObjectUnavailable

@@ -1,6 +1,6 @@
 """The seam between the pod logic and the container runtime: what the parent asks of it.
 
-``CriRuntime`` (``pkletd.ipc.cri``) is the real one, over CRI; ``FakeRuntime``
+``CriRuntime`` (``pkletd.ipc.runtime.cri``) is the real one, over CRI; ``FakeRuntime``
 (``fakeruntime``) keeps pods in memory for unit tests and injects errors. The
 agent assigns the real one to a ``Runtime``, so the type checker proves it fits;
 ``fakeruntime`` does the same for the fake.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from pkletd.ipc.cri import (
+from pkletd.ipc.runtime.cri import (
     ContainerID,
     ContainerInfo,
     ContainerSpec,

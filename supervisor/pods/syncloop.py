@@ -25,8 +25,7 @@ from typing import Any
 from pkletd.ipc.apimodel.podspec import Pod, PodUID
 from pkletd.ipc.apimodel.probespec import ProbeType
 from pkletd.ipc.apimodel.references import ObjectKey, PodReferences, references
-from pkletd.ipc.cri import CriError
-from pkletd.ipc.messages import (
+from pkletd.ipc.bus.messages import (
     EvictionNeeded,
     Message,
     ObjectFetched,
@@ -41,6 +40,7 @@ from pkletd.ipc.messages import (
     ServicesListed,
     TokenIssued,
 )
+from pkletd.ipc.runtime.cri import CriError
 from pkletd.supervisor.pods import admission, eviction
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason

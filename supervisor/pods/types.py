@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pkletd.ipc.apimodel.podspec import PodUID
-from pkletd.ipc.cri import ContainerID, ContainerInfo, ContainerState, SandboxInfo
-from pkletd.ipc.messages import SANDBOX_PREFIX
+from pkletd.ipc.bus.messages import SANDBOX_PREFIX
+from pkletd.ipc.runtime.cri import ContainerID, ContainerInfo, ContainerState, SandboxInfo
 from pkletd.supervisor.pods.setup import runtimespec
 
 DEFAULT_GRACE_S = 30

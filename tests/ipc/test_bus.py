@@ -8,9 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import zmq
-from pkletd.ipc.bus import ParentBus, WorkerBus
-from pkletd.ipc.codec import Envelope
-from pkletd.ipc.messages import Heartbeat
+from pkletd.ipc.bus.codec import Envelope
+from pkletd.ipc.bus.messages import Heartbeat
+from pkletd.ipc.bus.sockets import ParentBus, WorkerBus
 
 DEADLINE_S = 5.0
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import msgpack
 import pytest
-from pkletd.ipc import codec, messages
-from pkletd.ipc.codec import BadMessage
-from pkletd.ipc.messages import SCHEMA_VERSION, Hello
+from pkletd.ipc.bus import codec, messages
+from pkletd.ipc.bus.codec import BadMessage
+from pkletd.ipc.bus.messages import SCHEMA_VERSION, Hello
 
 
 def sample(hint: Any) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import urllib3
 from kubernetes.client.exceptions import ApiException
-from pkletd.ipc import kubeapi
+from pkletd.ipc.apiclient import kubeapi
 
 
 class Clock:

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from google.protobuf import any_pb2, descriptor_pb2
-from pkletd.ipc import runtimeevents
-from pkletd.ipc.containerd import container_pb2, events_pb2, task_pb2
-from pkletd.ipc.runtimeevents import BadEvent, RuntimeEvent, Topic, decode
+from pkletd.ipc.runtime import events as runtimeevents
+from pkletd.ipc.runtime.containerd import container_pb2, events_pb2, task_pb2
+from pkletd.ipc.runtime.events import BadEvent, RuntimeEvent, Topic, decode
 
 REPO = Path(__file__).resolve().parents[2]
 CID = "c" * 64

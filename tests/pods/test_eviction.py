@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from pkletd.ipc.apimodel.podspec import Pod, parse_pod
-from pkletd.ipc.messages import EvictionNeeded, PodStatusUpdated, PodUsage
+from pkletd.ipc.bus.messages import EvictionNeeded, PodStatusUpdated, PodUsage
 from pkletd.supervisor.pods import admission, eviction
 from pkletd.supervisor.pods.events import Reason
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pkletd.ipc.messages import (
+from pkletd.ipc.bus.messages import (
     DeadContainer,
     DeadSandbox,
     GarbageCollected,

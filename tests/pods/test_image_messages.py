@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from pkletd.ipc.cri import CriError
+from pkletd.ipc.runtime.cri import CriError
 from pkletd.supervisor.pods.events import go_duration
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from pkletd.ipc.apimodel.podspec import PodUID
-from pkletd.ipc.cri import CriError, CriRuntime, RegistryAuth, SandboxSpec
+from pkletd.ipc.runtime.cri import CriError, CriRuntime, RegistryAuth, SandboxSpec
 
 from tests.e2e import Pkletd, free_port, pod_manifest, wait_for
 from tests.harness.apiserver import ApiServer

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from pkletd.ipc.apimodel.podspec import Pod, PodUID, parse_pod
 from pkletd.ipc.apimodel.references import ObjectKind
-from pkletd.ipc.cri import RegistryAuth, SandboxSpec
-from pkletd.ipc.messages import ObjectFetched
+from pkletd.ipc.bus.messages import ObjectFetched
+from pkletd.ipc.runtime.cri import RegistryAuth, SandboxSpec
 from pkletd.supervisor.pods.events import EventRecorder
 from pkletd.supervisor.pods.fakeruntime import FakeRuntime
 from pkletd.supervisor.pods.images import ImagePuller

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pkletd.ipc.apimodel.podspec import PodUID
 from pkletd.ipc.apimodel.references import ObjectKey
-from pkletd.ipc.messages import ServicesListed
+from pkletd.ipc.bus.messages import ServicesListed
 from pkletd.supervisor.pods import admission
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.events import EventRecorder

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from pkletd.ipc.apimodel.references import ObjectKind
-from pkletd.ipc.cri import CriError
-from pkletd.ipc.messages import MetricFamily, ObjectFetched, ServicesListed
+from pkletd.ipc.bus.messages import MetricFamily, ObjectFetched, ServicesListed
+from pkletd.ipc.runtime.cri import CriError
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.fakeruntime import FakeRuntime
 from pkletd.supervisor.pods.objects import ApiObjects

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pkletd.ipc.cri import ContainerState
-from pkletd.ipc.messages import LifecycleEventType, PodLifecycleEvent
+from pkletd.ipc.bus.messages import LifecycleEventType, PodLifecycleEvent
+from pkletd.ipc.runtime.cri import ContainerState
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.proberesults import ProbeResults
 from pkletd.supervisor.pods.types import SyncResult

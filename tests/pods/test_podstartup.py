@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from pkletd.ipc.apimodel.podspec import Pod, PodUID
-from pkletd.ipc.messages import MetricFamily
+from pkletd.ipc.bus.messages import MetricFamily
 from pkletd.supervisor.pods.podstartup import PodStartup
 from pkletd.supervisor.pods.types import PodRuntime
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from pkletd.ipc.apimodel.podspec import Pod
-from pkletd.ipc.cri import ContainerInfo, ContainerState, SandboxState
+from pkletd.ipc.runtime.cri import ContainerInfo, ContainerState, SandboxState
 from pkletd.supervisor.pods import podstatus
 from pkletd.supervisor.pods.proberesults import ProbeResults
 from pkletd.supervisor.pods.types import Waiting

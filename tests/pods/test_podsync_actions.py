@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from pkletd.ipc.cri import ContainerState, SandboxInfo, SandboxState
+from pkletd.ipc.runtime.cri import ContainerState, SandboxInfo, SandboxState
 from pkletd.supervisor.pods.podactions import Actions, compute_actions, pod_done, should_restart
 
 from tests.unit_helpers import container, make_pod, runtime, sandbox

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pkletd.ipc.cri import ContainerState
+from pkletd.ipc.runtime.cri import ContainerState
 from pkletd.supervisor.pods.fakeruntime import FakeRuntime
 from pkletd.supervisor.pods.podsync import PodSyncer
 from pkletd.supervisor.pods.types import WaitingReason

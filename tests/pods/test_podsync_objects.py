@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 from pkletd.ipc.apimodel.podspec import Pod, parse_pod
-from pkletd.ipc.cri import ContainerState
-from pkletd.ipc.messages import ServicesListed
+from pkletd.ipc.bus.messages import ServicesListed
+from pkletd.ipc.runtime.cri import ContainerState
 from pkletd.supervisor.pods.events import EventRecorder
 from pkletd.supervisor.pods.fakeruntime import FakeRuntime
 from pkletd.supervisor.pods.objects import ApiObjects

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pkletd.ipc.messages import LifecycleEventType, PodLifecycleEvent
+from pkletd.ipc.bus.messages import LifecycleEventType, PodLifecycleEvent
 from pkletd.supervisor.pods import admission
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.events import EventRecorder

@@ -33,7 +33,7 @@ from typing import Any
 
 import msgpack
 import zmq
-from pkletd.ipc.messages import MESSAGES, SCHEMA_VERSION
+from pkletd.ipc.bus.messages import MESSAGES, SCHEMA_VERSION
 
 from tests.soak.context import Soak
 from tests.soak.logtail import LogTail

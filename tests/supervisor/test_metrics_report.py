@@ -16,9 +16,9 @@ import pytest
 import zmq
 from cri_api.v1 import api_pb2 as pb
 from cri_api.v1 import api_pb2_grpc as pb_grpc
-from pkletd.ipc.bus import ParentBus, WorkerBus
-from pkletd.ipc.cri import ContainerID, CriError, CriRuntime
-from pkletd.ipc.messages import Hello, MetricFamily, ParentAlive, Snapshot
+from pkletd.ipc.bus.messages import Hello, MetricFamily, ParentAlive, Snapshot
+from pkletd.ipc.bus.sockets import ParentBus, WorkerBus
+from pkletd.ipc.runtime.cri import ContainerID, CriError, CriRuntime
 from pkletd.supervisor.children import Children
 from pkletd.supervisor.metrics import procstats
 from pkletd.supervisor.metrics.busmetrics import bus_families

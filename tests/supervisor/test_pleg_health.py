@@ -3,7 +3,7 @@ last relist, 10 while runtime events flow), and the ``pleg:`` line of ``pkletd s
 
 from __future__ import annotations
 
-from pkletd.ipc.messages import PlegMode, PlegModeChanged
+from pkletd.ipc.bus.messages import PlegMode, PlegModeChanged
 from pkletd.supervisor.cli import format_status
 from pkletd.supervisor.node.cluster import EVENTED_PLEG_HEALTHY_S, PLEG_HEALTHY_S, NodeState
 from pkletd.supervisor.pods.events import EventRecorder

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from pkletd.ipc.cri import CriError, ListedImage, RuntimeCondition
+from pkletd.ipc.runtime.cri import CriError, ListedImage, RuntimeCondition
 from pkletd.workers.nodelease.api import ApiCallFailed
 
 from tests.harness.apiserver.strategic import strategic_merge

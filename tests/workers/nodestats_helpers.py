@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pkletd.ipc.cri import ContainerID, ContainerStatsInfo, CriError, FilesystemUsage
-from pkletd.workers.nodestats.cgroupstats import CgroupReader
-from pkletd.workers.nodestats.summary import NodePaths, SummaryProvider
+from pkletd.ipc.nodestats.cgroupstats import CgroupReader
+from pkletd.ipc.nodestats.summary import NodePaths, SummaryProvider
+from pkletd.ipc.runtime.cri import ContainerID, ContainerStatsInfo, CriError, FilesystemUsage
 
 NODE = "node-a"
 UID = "0f5d4c3b-0000-4000-8000-000000000001"

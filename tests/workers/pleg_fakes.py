@@ -8,7 +8,8 @@ import select
 from collections.abc import Iterator
 
 from pkletd.ipc.apimodel.podspec import PodUID
-from pkletd.ipc.cri import (
+from pkletd.ipc.bus.messages import Message
+from pkletd.ipc.runtime.cri import (
     ContainerID,
     ContainerInfo,
     ContainerState,
@@ -16,8 +17,7 @@ from pkletd.ipc.cri import (
     SandboxInfo,
     SandboxState,
 )
-from pkletd.ipc.messages import Message
-from pkletd.ipc.runtimeevents import RuntimeEvent, StreamError
+from pkletd.ipc.runtime.events import RuntimeEvent, StreamError
 from pkletd.workers.pleg.worker import Pleg
 
 POD_UID_LABEL = "io.kubernetes.pod.uid"

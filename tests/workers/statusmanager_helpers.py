@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pkletd.ipc.messages import Message
+from pkletd.ipc.apiclient.jobs import InlineJobs
+from pkletd.ipc.bus.messages import Message
 from pkletd.workers.statusmanager import Options, StatusManager
 from pkletd.workers.statusmanager.context import ApiAccess
 from pkletd.workers.statusmanager.fakecalls import FakeCalls
-from pkletd.workers.statusmanager.jobs import InlineJobs
 
 NODE = "node-a"
 T0 = 1_800_000_000.0
@@ -84,7 +84,7 @@ def reported(pod: Obj, **status_args: Any) -> Obj:
 
 
 def static_pod(name: str = "etcd", content_hash: str = "hash-1", source: str = "file") -> Obj:
-    """A static pod as the file source gives it (workers/manifests.py), with its status."""
+    """A static pod as the file source gives it (ipc/apimodel/manifests.py), with its status."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",

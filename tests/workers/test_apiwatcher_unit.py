@@ -6,8 +6,8 @@ import logging
 from typing import Any
 
 import pytest
-from pkletd.ipc.messages import Message, PodsListed, Snapshot
-from pkletd.ipc.reflector import Broken, Changed, Listed, Reflector, Seen
+from pkletd.ipc.apiclient.reflector import Broken, Changed, Listed, Reflector, Seen
+from pkletd.ipc.bus.messages import Message, PodsListed, Snapshot
 from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.apiwatcher import ApiWatcher, source_view
 

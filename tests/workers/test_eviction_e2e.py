@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pkletd.workers.nodestats.cgroupstats import CgroupReader
-from pkletd.workers.nodestats.nodememory import node_memory
+from pkletd.ipc.nodestats.cgroupstats import CgroupReader
+from pkletd.ipc.nodestats.nodememory import node_memory
 
 from tests.e2e import BUSYBOX, Pkletd, wait_for
 from tests.harness.apiserver import ApiServer

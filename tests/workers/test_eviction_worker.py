@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import pytest
-from pkletd.ipc.messages import (
+from pkletd.ipc.bus.messages import (
     EvictionNeeded,
     EvictionThresholdMet,
     GarbageCollected,

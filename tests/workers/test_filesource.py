@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pkletd.ipc.apimodel.manifests import ManifestError, apply_identity, file_origin
 from pkletd.workers.filesource import manifest_paths, read_manifest
-from pkletd.workers.manifests import ManifestError, apply_identity, file_origin
 
 from tests.unit_helpers import WEB_POD_YAML
 

@@ -12,7 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from pkletd.ipc.messages import ManifestRejected, Message, PodsListed, Snapshot
+from pkletd.ipc.apimodel.manifests import ManifestError
+from pkletd.ipc.bus.messages import ManifestRejected, Message, PodsListed, Snapshot
 from pkletd.workers.httpsource import (
     MAX_BODY,
     FetchError,
@@ -21,7 +22,6 @@ from pkletd.workers.httpsource import (
     pods_from_body,
     request_headers,
 )
-from pkletd.workers.manifests import ManifestError
 
 from tests.unit_helpers import WEB_POD_YAML
 

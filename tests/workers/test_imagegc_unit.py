@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from pkletd.ipc.apimodel.podspec import PodUID
-from pkletd.ipc.messages import (
+from pkletd.ipc.bus.messages import (
     GarbageFound,
     GarbageKind,
     Message,
@@ -17,12 +17,12 @@ from pkletd.ipc.messages import (
     ReclaimRequested,
     Snapshot,
 )
+from pkletd.ipc.nodestats.fsusage import FsCapacity
 from pkletd.supervisor.pods.fakeruntime import FakeRuntime
 from pkletd.workers.imagegc.containers import ContainerCollector, pod_uid_of
 from pkletd.workers.imagegc.images import INVALID_CAPACITY, RECLAIM_ALL, ImageCollector
 from pkletd.workers.imagegc.options import ContainerPolicy, ImagePolicy, Options
 from pkletd.workers.imagegc.worker import GarbageWorker
-from pkletd.workers.nodestats.fsusage import FsCapacity
 
 from tests.gc_helpers import IMAGE, run_pod
 

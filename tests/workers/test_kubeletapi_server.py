@@ -17,7 +17,7 @@ from typing import Any
 
 import kubernetes.client
 import pytest
-from pkletd.ipc.messages import ParentAlive
+from pkletd.ipc.bus.messages import ParentAlive
 from pkletd.workers.http import AuthOptions, AuthorizationMode
 from pkletd.workers.http.reviews import FakeReviewer
 from pkletd.workers.http.server import Limits

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 from multidict import CIMultiDict, MultiDict
-from pkletd.ipc import cri
 from pkletd.ipc.apimodel.podspec import InvalidPod, parse_pod
-from pkletd.ipc.cri import StreamFlags
+from pkletd.ipc.runtime import cri
+from pkletd.ipc.runtime.cri import StreamFlags
 from pkletd.supervisor import config, workerset
 from pkletd.supervisor.pods.setup import runtimespec
 from pkletd.workers.http.options import Api, Listen

@@ -9,9 +9,9 @@ import logging
 from pathlib import Path
 
 import pytest
-from pkletd.ipc import codec
-from pkletd.ipc.messages import MetricFamily, MetricsReport
-from pkletd.ipc.metricfamily import DEFAULT_BUCKETS, Counter, Histogram, family
+from pkletd.ipc.bus import codec
+from pkletd.ipc.bus.messages import MetricFamily, MetricsReport
+from pkletd.ipc.bus.metricfamily import DEFAULT_BUCKETS, Counter, Histogram, family
 from pkletd.workers.http.httpmetrics import root_path
 from pkletd.workers.http.reportcollector import usable
 from prometheus_client.parser import text_string_to_metric_families

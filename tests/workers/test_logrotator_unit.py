@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from pkletd.ipc.cri import CriError
+from pkletd.ipc.runtime.cri import CriError
 from pkletd.workers.logrotator import (
     RotatePolicy,
     rotate,

@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from pkletd.ipc.apiclient.kubeapi import connect
 from pkletd.ipc.apimodel.labels import Taint
-from pkletd.ipc.kubeapi import connect
-from pkletd.ipc.messages import Message, NodeReported, ParentAlive, Snapshot
+from pkletd.ipc.bus.messages import Message, NodeReported, ParentAlive, Snapshot
 from pkletd.supervisor import config
 from pkletd.supervisor.node.facts import MachineFacts, compose_node
 from pkletd.workers.nodelease import NodeLeaseOptions, NodeLeaseWorker

@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 import zmq
-from pkletd.ipc.bus import ParentBus
-from pkletd.ipc.messages import (
+from pkletd.ipc.bus.messages import (
     Heartbeat,
     Hello,
     Message,
@@ -29,6 +28,7 @@ from pkletd.ipc.messages import (
     Snapshot,
     SnapshotRequest,
 )
+from pkletd.ipc.bus.sockets import ParentBus
 
 from tests.harness.apiserver import ApiServer
 from tests.workers.test_nodelease_apiserver import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from pkletd.ipc.cri import ListedImage, RuntimeCondition
+from pkletd.ipc.runtime.cri import ListedImage, RuntimeCondition
 from pkletd.workers.nodelease.conditions import (
     Limits,
     ParentHealth,

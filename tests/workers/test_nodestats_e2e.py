@@ -8,11 +8,11 @@ import urllib.request
 from typing import Any
 
 import pytest
-from pkletd.ipc.cri import CriRuntime
-from pkletd.workers.nodestats import resource
-from pkletd.workers.nodestats.cadvisor import CadvisorSource, cadvisor_metrics
-from pkletd.workers.nodestats.cgroupstats import CgroupReader
-from pkletd.workers.nodestats.summary import NodePaths, SummaryProvider
+from pkletd.ipc.nodestats import resource
+from pkletd.ipc.nodestats.cadvisor import CadvisorSource, cadvisor_metrics
+from pkletd.ipc.nodestats.cgroupstats import CgroupReader
+from pkletd.ipc.nodestats.summary import NodePaths, SummaryProvider
+from pkletd.ipc.runtime.cri import CriRuntime
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e import NODE, Pkletd, pod_manifest, wait_for

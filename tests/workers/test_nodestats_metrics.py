@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
-from pkletd.workers.nodestats import resource
-from pkletd.workers.nodestats.cadvisor import CadvisorSource, cadvisor_metrics
+from pkletd.ipc.nodestats import resource
+from pkletd.ipc.nodestats.cadvisor import CadvisorSource, cadvisor_metrics
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 

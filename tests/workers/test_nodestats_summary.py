@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pkletd.workers.nodestats.cgroupstats import CgroupReader, weight_to_shares
-from pkletd.workers.nodestats.rates import CpuRates
-from pkletd.workers.nodestats.summary import StatsUnavailable, system_cgroups
+from pkletd.ipc.nodestats.cgroupstats import CgroupReader, weight_to_shares
+from pkletd.ipc.nodestats.rates import CpuRates
+from pkletd.ipc.nodestats.summary import StatsUnavailable, system_cgroups
 
 from tests.workers.nodestats_helpers import (
     CID,

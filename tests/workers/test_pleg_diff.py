@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from pkletd.ipc.messages import SANDBOX_PREFIX, PodLifecycleEvent
+from pkletd.ipc.bus.messages import SANDBOX_PREFIX, PodLifecycleEvent
 from pkletd.workers.pleg.diff import DIED, REMOVED, SANDBOX_CHANGED, STARTED, diff
 
 OWNERS = {"c1": "uid-1", "c2": "uid-2", SANDBOX_PREFIX + "s1": "uid-1"}

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 from pkletd.ipc.apimodel.podspec import PodUID
-from pkletd.ipc.messages import (
+from pkletd.ipc.bus.messages import (
     SANDBOX_PREFIX,
     LifecycleEventType,
     Message,
@@ -23,7 +23,7 @@ from pkletd.ipc.messages import (
     RelistCompleted,
     Snapshot,
 )
-from pkletd.ipc.runtimeevents import RuntimeEvent, Topic
+from pkletd.ipc.runtime.events import RuntimeEvent, Topic
 from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.pleg import mode, settle
 from pkletd.workers.pleg.subscriber import Item, Lost, Subscriber

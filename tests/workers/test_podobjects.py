@@ -20,10 +20,9 @@ from typing import Any
 
 import pytest
 import zmq
-from pkletd.ipc import kubeapi
+from pkletd.ipc.apiclient import kubeapi
 from pkletd.ipc.apimodel.references import ObjectKey, ObjectKind
-from pkletd.ipc.bus import ParentBus
-from pkletd.ipc.messages import (
+from pkletd.ipc.bus.messages import (
     Hello,
     Message,
     ObjectFetched,
@@ -34,6 +33,7 @@ from pkletd.ipc.messages import (
     SnapshotRequest,
     TokenIssued,
 )
+from pkletd.ipc.bus.sockets import ParentBus
 from pkletd.workers.podobjects import Options, PodObjects, Strategy, build
 from pkletd.workers.podobjects.calls import ApiCalls
 from pkletd.workers.podobjects.nodettl import TTL_ANNOTATION, object_ttl

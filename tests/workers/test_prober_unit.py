@@ -7,10 +7,10 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from pkletd.ipc import handlers
 from pkletd.ipc.apimodel.podspec import parse_pod
 from pkletd.ipc.apimodel.probespec import InvalidProbe, Probe, ProbeType, parse_probes
-from pkletd.ipc.messages import ProbeResult
+from pkletd.ipc.bus.messages import ProbeResult
+from pkletd.ipc.runtime import handlers
 from pkletd.supervisor.pods.fakeruntime import FakeRuntime
 from pkletd.supervisor.pods.proberesults import ProbeResults
 from pkletd.workers.http import metrics_text

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 import yaml
-from pkletd.ipc import kubeapi
-from pkletd.ipc.messages import (
+from pkletd.ipc.apiclient import kubeapi
+from pkletd.ipc.apiclient.jobs import ThreadJobs
+from pkletd.ipc.bus.messages import (
     EventRecorded,
     PodDeleted,
     PodForgotten,
@@ -27,7 +28,6 @@ from pkletd.ipc.messages import (
 from pkletd.workers.statusmanager import Options, StatusManager
 from pkletd.workers.statusmanager.calls import ClientCalls
 from pkletd.workers.statusmanager.context import ApiAccess
-from pkletd.workers.statusmanager.jobs import ThreadJobs
 
 from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 import urllib3
 from kubernetes.client.exceptions import ApiException
-from pkletd.ipc.messages import (
+from pkletd.ipc.bus.messages import (
     EventRecorded,
     PodDeleted,
     PodForgotten,

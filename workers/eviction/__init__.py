@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import time
 
-from pkletd.ipc.bus import WorkerBus
-from pkletd.ipc.cri import CriRuntime
+from pkletd.ipc.bus.sockets import WorkerBus
+from pkletd.ipc.nodestats.cgroupstats import CgroupReader
+from pkletd.ipc.nodestats.summary import NodePaths, SummaryProvider
+from pkletd.ipc.runtime.cri import CriRuntime
 from pkletd.workers.eviction.signals import SignalReader
 from pkletd.workers.eviction.thresholds import from_config
 from pkletd.workers.eviction.worker import EvictionWorker, Options
 from pkletd.workers.lifecycle import WorkerSettings, serve
-from pkletd.workers.nodestats.cgroupstats import CgroupReader
-from pkletd.workers.nodestats.summary import NodePaths, SummaryProvider
 
 __all__ = ["EvictionWorker", "Options", "from_config", "main"]
 

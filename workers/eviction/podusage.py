@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pkletd.ipc.messages import PodUsage
+from pkletd.ipc.bus.messages import PodUsage
 from pkletd.workers.eviction.thresholds import Signal
 
 Json = Mapping[str, Any]

@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from pkletd.ipc.cri import CriError, FilesystemUsage
+from pkletd.ipc.nodestats import fsusage, procfs
+from pkletd.ipc.nodestats.cgroupstats import CgroupReader
+from pkletd.ipc.nodestats.nodememory import node_memory
+from pkletd.ipc.nodestats.podrefs import ROOT as PODS_CGROUP
+from pkletd.ipc.runtime.cri import CriError, FilesystemUsage
 from pkletd.workers.eviction.thresholds import Observation, Signal
-from pkletd.workers.nodestats import fsusage, procfs
-from pkletd.workers.nodestats.cgroupstats import CgroupReader
-from pkletd.workers.nodestats.nodememory import node_memory
-from pkletd.workers.nodestats.podrefs import ROOT as PODS_CGROUP
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pkletd.ipc.apimodel import quantity
-from pkletd.ipc.messages import (
+from pkletd.ipc.bus.messages import (
     EvictionNeeded,
     EvictionThresholdMet,
     GarbageCollected,

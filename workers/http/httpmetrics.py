@@ -19,7 +19,7 @@ from typing import Any
 
 import prometheus_client
 from aiohttp import web
-from pkletd.ipc.metricfamily import DEFAULT_BUCKETS
+from pkletd.ipc.bus.metricfamily import DEFAULT_BUCKETS
 from pkletd.workers.http.options import Api
 from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.registry import CollectorRegistry

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 
-from pkletd.ipc.messages import MetricFamily
+from pkletd.ipc.bus.messages import MetricFamily
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,

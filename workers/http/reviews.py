@@ -36,7 +36,9 @@ class Reviewer(Protocol):
 
 class ApiReviewer:
     def __init__(self, kubeconfig: str, qps: int, burst: int) -> None:
-        from pkletd.ipc import kubeapi  # the client costs ~0.4 s: only when reviews are needed
+        from pkletd.ipc.apiclient import (
+            kubeapi,  # the client costs ~0.4 s: only when reviews are needed
+        )
 
         self._kubeapi = kubeapi
         self._client = kubeapi.connect(kubeconfig, qps, burst)

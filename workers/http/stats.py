@@ -1,5 +1,5 @@
 """``/stats/summary``, ``/metrics/resource`` and ``/metrics/cadvisor``: the node stats
-(``pkletd.workers.nodestats``) served over the http worker's routes.
+(``pkletd.ipc.nodestats``) served over the http worker's routes.
 
 Reading cgroups, ``/proc`` and the runtime blocks, so each request runs its read on a
 thread of the event loop's executor; the handlers only pick the pods the worker holds
@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from pkletd.ipc.cri import CriRuntime
+from pkletd.ipc.nodestats import cadvisor, resource
+from pkletd.ipc.nodestats.cadvisor import CadvisorSource
+from pkletd.ipc.nodestats.cgroupstats import CgroupReader
+from pkletd.ipc.nodestats.summary import NodePaths, StatsUnavailable, SummaryProvider
+from pkletd.ipc.runtime.cri import CriRuntime
 from pkletd.workers.http.view import NodeView
-from pkletd.workers.nodestats import cadvisor, resource
-from pkletd.workers.nodestats.cadvisor import CadvisorSource
-from pkletd.workers.nodestats.cgroupstats import CgroupReader
-from pkletd.workers.nodestats.summary import NodePaths, StatsUnavailable, SummaryProvider
 
 log = logging.getLogger(__name__)
 

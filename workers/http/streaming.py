@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
-from pkletd.ipc.cri import CriError, CriRuntime, SandboxInfo, SandboxState
+from pkletd.ipc.runtime.cri import CriError, CriRuntime, SandboxInfo, SandboxState
 from pkletd.workers.http.streamoptions import (
     BadStreamRequest,
     exec_command,

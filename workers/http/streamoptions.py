@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 from multidict import MultiMapping
-from pkletd.ipc.cri import StreamFlags
+from pkletd.ipc.runtime.cri import StreamFlags
 
 ON = "1"
 MAX_PORT = 65535

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pkletd.ipc.messages import MetricFamily
+from pkletd.ipc.bus.messages import MetricFamily
 
 PARENT_SILENT_S = 10.0
 Pod = dict[str, Any]

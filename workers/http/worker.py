@@ -7,9 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from pkletd.ipc.bus import WorkerBus
-from pkletd.ipc.cri import CriRuntime
-from pkletd.ipc.messages import (
+from pkletd.ipc.bus.messages import (
     Message,
     MetricsReport,
     ParentAlive,
@@ -18,6 +16,8 @@ from pkletd.ipc.messages import (
     ProbeMetrics,
     Snapshot,
 )
+from pkletd.ipc.bus.sockets import WorkerBus
+from pkletd.ipc.runtime.cri import CriRuntime
 from pkletd.workers.http.authfilter import auth_filter
 from pkletd.workers.http.authn import Authenticator, TokenAuthenticator
 from pkletd.workers.http.authz import AlwaysAllow, Authorizer, WebhookAuthorizer

@@ -8,8 +8,8 @@ container or image leaves the runtime behind the parent's back.
 
 from __future__ import annotations
 
-from pkletd.ipc.bus import WorkerBus
-from pkletd.ipc.cri import CriRuntime
+from pkletd.ipc.bus.sockets import WorkerBus
+from pkletd.ipc.runtime.cri import CriRuntime
 from pkletd.workers.imagegc.containers import ContainerCollector
 from pkletd.workers.imagegc.images import ImageCollector
 from pkletd.workers.imagegc.options import ContainerPolicy, ImagePolicy, Options

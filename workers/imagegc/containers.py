@@ -27,8 +27,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from pkletd.ipc.cri import ContainerInfo, ContainerState, CriError, SandboxInfo, SandboxState
-from pkletd.ipc.messages import DeadContainer, DeadSandbox, GarbageFound, GarbageKind, PodLogDir
+from pkletd.ipc.bus.messages import DeadContainer, DeadSandbox, GarbageFound, GarbageKind, PodLogDir
+from pkletd.ipc.runtime.cri import (
+    ContainerInfo,
+    ContainerState,
+    CriError,
+    SandboxInfo,
+    SandboxState,
+)
 from pkletd.workers.imagegc.options import ContainerPolicy
 
 log = logging.getLogger(__name__)

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from pkletd.ipc.cri import ContainerInfo, CriError, FilesystemUsage, ImageInfo, ListedImage
-from pkletd.ipc.messages import GarbageFound, GarbageKind, ImageFsUsage, UnusedImage
+from pkletd.ipc.bus.messages import GarbageFound, GarbageKind, ImageFsUsage, UnusedImage
+from pkletd.ipc.nodestats import fsusage
+from pkletd.ipc.runtime.cri import ContainerInfo, CriError, FilesystemUsage, ImageInfo, ListedImage
 from pkletd.workers.imagegc.options import ImagePolicy
-from pkletd.workers.nodestats import fsusage
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from pkletd.ipc.messages import (
+from pkletd.ipc.bus.messages import (
     GarbageFound,
     GarbageKind,
     Message,

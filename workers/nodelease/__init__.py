@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import logging
 
-from pkletd.ipc.bus import WorkerBus
-from pkletd.ipc.cri import CriRuntime
-from pkletd.ipc.kubeapi import connect
+from pkletd.ipc.apiclient.kubeapi import connect
+from pkletd.ipc.bus.sockets import WorkerBus
+from pkletd.ipc.runtime.cri import CriRuntime
 from pkletd.workers.lifecycle import WorkerSettings, serve
 from pkletd.workers.nodelease.api import KubeNodeApi
 from pkletd.workers.nodelease.options import NodeLeaseOptions

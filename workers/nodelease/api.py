@@ -1,7 +1,7 @@
 """What the node-lease worker asks of the API server, as JSON dicts.
 
 ``NodeApi`` is the seam (tests pass a fake); ``KubeNodeApi`` is the real one over the
-official client's ``ApiClient`` (``pkletd.ipc.kubeapi.connect``: credentials and the
+official client's ``ApiClient`` (``pkletd.ipc.apiclient.kubeapi.connect``: credentials and the
 token-bucket rate limiter), making raw requests so that objects stay API JSON (no
 model round-trip drops a field the server added) and a status patch goes out as a
 strategic merge patch. Every failure is an ``ApiCallFailed`` with the HTTP status (0
@@ -14,7 +14,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from pkletd.ipc.kubeapi import JSON, LimitedApiClient, describe, status_of
+from pkletd.ipc.apiclient.kubeapi import JSON, LimitedApiClient, describe, status_of
 
 Obj = dict[str, Any]
 LEASE_NAMESPACE = "kube-node-lease"

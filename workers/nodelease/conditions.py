@@ -19,7 +19,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pkletd.ipc.cri import RuntimeCondition
+from pkletd.ipc.runtime.cri import RuntimeCondition
 from pkletd.workers.nodelease.timing import go_duration, rfc3339
 
 SHUTTING_DOWN = "node is shutting down"  # the node shutdown manager's ShutdownStatus

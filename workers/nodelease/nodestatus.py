@@ -21,7 +21,7 @@ from fractions import Fraction
 from typing import Any
 
 from pkletd.ipc.apimodel import quantity
-from pkletd.ipc.cri import ListedImage
+from pkletd.ipc.runtime.cri import ListedImage
 from pkletd.workers.nodelease.conditions import (
     Limits,
     ParentHealth,

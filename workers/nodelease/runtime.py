@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass
 from typing import Protocol
 
-from pkletd.ipc.cri import CriError, ListedImage, RuntimeCondition
+from pkletd.ipc.runtime.cri import CriError, ListedImage, RuntimeCondition
 from pkletd.workers.nodelease.conditions import RuntimeState, after_status
 from pkletd.workers.nodelease.timing import Clock
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pkletd.ipc.messages import Message, NodeReported, ParentAlive, Snapshot
+from pkletd.ipc.bus.messages import Message, NodeReported, ParentAlive, Snapshot
 from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.nodelease.api import NodeApi
 from pkletd.workers.nodelease.conditions import ParentHealth

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from pkletd.ipc.bus import WorkerBus
+from pkletd.ipc.bus.sockets import WorkerBus
 from pkletd.workers.lifecycle import WorkerSettings, serve
 from pkletd.workers.nodeshutdown import logind
 from pkletd.workers.nodeshutdown.inhibitor import InhibitorOptions

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from pkletd.ipc.messages import (
+from pkletd.ipc.bus.messages import (
     InhibitorReported,
     Message,
     NodeShutdownCancelled,

@@ -5,7 +5,7 @@ that started, died or were removed, and sandboxes that changed state. The parent
 reports its own runtime calls at once, so PLEG exists to notice what happens without
 the parent (exits, OOM kills, removals by someone else).
 
-Two modes (``mode``): while containerd's event stream flows (``runtimeevents``), an
+Two modes (``mode``): while containerd's event stream flows (``ipc/runtime/events.py``), an
 exit or a removal is read and reported as soon as the CRI shows it, and a relist every
 5 minutes is the safety net; without it (lost, containerd restarting, a runtime with no
 events API, or ``--pleg-runtime-events=false``) PLEG relists every
@@ -19,9 +19,9 @@ container that died while PLEG was down is still reported.
 
 from __future__ import annotations
 
-from pkletd.ipc.bus import WorkerBus
-from pkletd.ipc.cri import CriRuntime
-from pkletd.ipc.runtimeevents import RuntimeEvents
+from pkletd.ipc.bus.sockets import WorkerBus
+from pkletd.ipc.runtime.cri import CriRuntime
+from pkletd.ipc.runtime.events import RuntimeEvents
 from pkletd.workers.lifecycle import WorkerSettings, serve
 from pkletd.workers.pleg.worker import Pleg
 

@@ -8,7 +8,7 @@ comparison, applied alike to a whole relist and to one object read after a runti
 from __future__ import annotations
 
 from pkletd.ipc.apimodel.podspec import PodUID
-from pkletd.ipc.messages import SANDBOX_PREFIX, LifecycleEventType, PodLifecycleEvent
+from pkletd.ipc.bus.messages import SANDBOX_PREFIX, LifecycleEventType, PodLifecycleEvent
 
 STARTED = LifecycleEventType.CONTAINER_STARTED
 DIED = LifecycleEventType.CONTAINER_DIED

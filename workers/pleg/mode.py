@@ -24,7 +24,7 @@ import logging
 import math
 from collections.abc import Callable
 
-from pkletd.ipc.messages import PlegMode
+from pkletd.ipc.bus.messages import PlegMode
 
 log = logging.getLogger(__name__)
 

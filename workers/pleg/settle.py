@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pkletd.ipc.runtimeevents import RuntimeEvent, Topic
+from pkletd.ipc.runtime.events import RuntimeEvent, Topic
 
 FIRST_DELAY_S = 0.005
 MAX_DELAY_S = 0.5

@@ -14,12 +14,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from pkletd.ipc.runtimeevents import RuntimeEvent, StreamError
+from pkletd.ipc.runtime.events import RuntimeEvent, StreamError
 from pkletd.ipc.wakeup import Inbox
 
 
 class Stream(Protocol):
-    """One open subscription (``runtimeevents.Subscription`` is the real one)."""
+    """One open subscription (``ipc/runtime/events.py``'s ``Subscription``)."""
 
     def __iter__(self) -> Iterator[RuntimeEvent]: ...
 
@@ -29,7 +29,7 @@ class Stream(Protocol):
 
 
 class EventSource(Protocol):
-    """Where subscriptions come from (``runtimeevents.RuntimeEvents`` is the real one)."""
+    """Where subscriptions come from (``ipc/runtime/events.py``'s ``RuntimeEvents``)."""
 
     def subscribe(self) -> Stream: ...
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from pkletd.ipc.apimodel.podspec import PodUID
-from pkletd.ipc.cri import ContainerInfo, SandboxInfo
-from pkletd.ipc.messages import SANDBOX_PREFIX
+from pkletd.ipc.bus.messages import SANDBOX_PREFIX
+from pkletd.ipc.runtime.cri import ContainerInfo, SandboxInfo
 
 
 class PlegRuntime(Protocol):

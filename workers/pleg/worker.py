@@ -15,8 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from pkletd.ipc.apimodel.podspec import PodUID
-from pkletd.ipc.cri import CriError
-from pkletd.ipc.messages import (
+from pkletd.ipc.bus.messages import (
     SANDBOX_PREFIX,
     Message,
     PlegModeChanged,
@@ -25,6 +24,7 @@ from pkletd.ipc.messages import (
     RelistCompleted,
     Snapshot,
 )
+from pkletd.ipc.runtime.cri import CriError
 from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.pleg.diff import diff
 from pkletd.workers.pleg.mode import ModeSwitch

@@ -19,7 +19,7 @@ The kubelet's secret and configmap managers (``pkg/kubelet/secret``,
   as ``ServicesListed``.
 
 Every call goes through one rate-limited client (``calls.py``: ``kubeAPIQPS``,
-``kubeAPIBurst``); watches run on threads of their own (``ipc/reflector.py``), GETs and
+``kubeAPIBurst``); watches run on threads of their own (``ipc/apiclient/reflector.py``), GETs and
 token requests on small job pools; the loop never waits on the network. Secrets stay
 in memory: nothing here writes a file, logs a value or a token, and the process is
 not dumpable, so no core dump takes them to disk either.
@@ -32,8 +32,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from pkletd.ipc import kubeapi
-from pkletd.ipc.bus import WorkerBus
+from pkletd.ipc.apiclient import kubeapi
+from pkletd.ipc.apiclient.jobs import ThreadJobs
+from pkletd.ipc.bus.sockets import WorkerBus
 from pkletd.workers.lifecycle import WorkerSettings, serve
 from pkletd.workers.podobjects.calls import ApiCalls
 from pkletd.workers.podobjects.nodettl import NodeTtl
@@ -45,7 +46,6 @@ from pkletd.workers.podobjects.services import Services
 from pkletd.workers.podobjects.tokens import Tokens
 from pkletd.workers.podobjects.watched import Watched
 from pkletd.workers.podobjects.worker import PodObjects, services_key
-from pkletd.workers.statusmanager.jobs import ThreadJobs
 
 __all__ = ["Options", "PodObjects", "Strategy", "build", "main"]
 

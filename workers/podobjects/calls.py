@@ -16,9 +16,9 @@ import json
 from typing import Any
 
 import kubernetes.client
-from pkletd.ipc import kubeapi
+from pkletd.ipc.apiclient import kubeapi
+from pkletd.ipc.apiclient.reflector import ListCall
 from pkletd.ipc.apimodel.references import ObjectKey, ObjectKind, TokenKey
-from pkletd.ipc.reflector import ListCall
 from pkletd.workers.podobjects.tokens import Issued
 
 Obj = dict[str, Any]

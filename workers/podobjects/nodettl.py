@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from pkletd.ipc.reflector import Changed, ListCall, Listed, Obj, Reflector, Seen
+from pkletd.ipc.apiclient.reflector import Changed, ListCall, Listed, Obj, Reflector, Seen
 from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.podobjects.calls import name_selector
 from pkletd.workers.podobjects.parts import IDLE_S

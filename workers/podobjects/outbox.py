@@ -22,7 +22,7 @@ from typing import Protocol
 
 import zmq
 from pkletd.ipc.apimodel.references import ObjectKey
-from pkletd.ipc.messages import Message, ObjectFetched
+from pkletd.ipc.bus.messages import Message, ObjectFetched
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from pkletd.ipc.apimodel.references import ObjectKey
-from pkletd.ipc.messages import ObjectFetched
+from pkletd.ipc.bus.messages import ObjectFetched
 
 Report = Callable[[ObjectKey, ObjectFetched], None]
 IDLE_S = 3600.0  # what a part with nothing on a timer answers ``tick`` with

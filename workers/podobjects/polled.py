@@ -19,13 +19,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pkletd.ipc import kubeapi
+from pkletd.ipc.apiclient import kubeapi
+from pkletd.ipc.apiclient.jobs import Jobs
+from pkletd.ipc.apiclient.reflector import Obj
+from pkletd.ipc.apiclient.retry import Retry
 from pkletd.ipc.apimodel.references import ObjectKey
-from pkletd.ipc.reflector import Obj
 from pkletd.workers.podobjects.parts import Report
 from pkletd.workers.podobjects.reading import NOT_FOUND, failed, reading
-from pkletd.workers.statusmanager.jobs import Jobs
-from pkletd.workers.statusmanager.retry import Retry
 
 Read = Callable[[ObjectKey], Obj]
 

@@ -22,9 +22,9 @@ import json
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
-from pkletd.ipc import kubeapi
+from pkletd.ipc.apiclient import kubeapi
 from pkletd.ipc.apimodel.references import ObjectKey, ObjectKind
-from pkletd.ipc.messages import ObjectFetched
+from pkletd.ipc.bus.messages import ObjectFetched
 
 Obj = dict[str, Any]
 MAX_DATA_BYTES = 1024 * 1024

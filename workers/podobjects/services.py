@@ -20,8 +20,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from pkletd.ipc.messages import ServicesListed
-from pkletd.ipc.reflector import (
+from pkletd.ipc.apiclient.reflector import (
     Broken,
     ListCall,
     Listed,
@@ -29,6 +28,7 @@ from pkletd.ipc.reflector import (
     Reflector,
     Seen,
 )
+from pkletd.ipc.bus.messages import ServicesListed
 from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.podobjects.parts import IDLE_S
 from pkletd.workers.podobjects.reading import api_message

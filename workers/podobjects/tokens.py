@@ -20,12 +20,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pkletd.ipc.apiclient.jobs import Jobs
+from pkletd.ipc.apiclient.retry import Retry
 from pkletd.ipc.apimodel.podspec import PodUID
 from pkletd.ipc.apimodel.references import TokenKey
-from pkletd.ipc.messages import TokenIssued
+from pkletd.ipc.bus.messages import TokenIssued
 from pkletd.workers.podobjects.reading import api_message
-from pkletd.workers.statusmanager.jobs import Jobs
-from pkletd.workers.statusmanager.retry import Retry
 
 log = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 
+from pkletd.ipc.apiclient.reflector import Broken, Changed, Listed, Obj, Reflector, Seen
 from pkletd.ipc.apimodel.references import ObjectKey
-from pkletd.ipc.messages import ObjectFetched
-from pkletd.ipc.reflector import Broken, Changed, Listed, Obj, Reflector, Seen
+from pkletd.ipc.bus.messages import ObjectFetched
 from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.podobjects.calls import ApiCalls, name_selector
 from pkletd.workers.podobjects.parts import IDLE_S, Report

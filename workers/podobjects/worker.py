@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pkletd.ipc.apimodel.references import ObjectKey
-from pkletd.ipc.messages import Message, PodForgotten, PodStatusUpdated, Snapshot
+from pkletd.ipc.bus.messages import Message, PodForgotten, PodStatusUpdated, Snapshot
 from pkletd.workers.podobjects.outbox import Outbox
 from pkletd.workers.podobjects.parts import ObjectSource, Part
 from pkletd.workers.podobjects.services import Services

@@ -12,8 +12,8 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from pkletd.ipc.bus import WorkerBus
-from pkletd.ipc.messages import Message, PodForgotten, PodStatusUpdated, Snapshot
+from pkletd.ipc.bus.messages import Message, PodForgotten, PodStatusUpdated, Snapshot
+from pkletd.ipc.bus.sockets import WorkerBus
 from pkletd.workers.lifecycle import WorkerSettings, serve
 from pkletd.workers.podresources.servicer import PodDict
 from pkletd.workers.podresources.servicer import serve as serve_grpc

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import kubernetes.client
 from kubernetes.client.exceptions import ApiException
-from pkletd.ipc.kubeapi import LimitedApiClient
+from pkletd.ipc.apiclient.kubeapi import LimitedApiClient
 
 Obj = dict[str, Any]
 STRATEGIC = "application/strategic-merge-patch+json"

@@ -8,10 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from pkletd.ipc import kubeapi
+from pkletd.ipc.apiclient import kubeapi
+from pkletd.ipc.apiclient.jobs import Jobs
+from pkletd.ipc.apiclient.retry import ApiHealth, Retry
 from pkletd.workers.statusmanager.calls import KubeCalls
-from pkletd.workers.statusmanager.jobs import Jobs
-from pkletd.workers.statusmanager.retry import ApiHealth, Retry
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
+from pkletd.ipc.apiclient.retry import Retry, transient
 from pkletd.workers.statusmanager.calls import KubeCalls
 from pkletd.workers.statusmanager.context import Context
 from pkletd.workers.statusmanager.events import (
@@ -22,7 +23,6 @@ from pkletd.workers.statusmanager.events import (
     Namer,
     make_event,
 )
-from pkletd.workers.statusmanager.retry import Retry, transient
 
 log = logging.getLogger(__name__)
 

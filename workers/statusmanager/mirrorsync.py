@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from pkletd.ipc import kubeapi
+from pkletd.ipc.apiclient import kubeapi
+from pkletd.ipc.apiclient.retry import Retry
 from pkletd.workers.statusmanager import mirrors, podstatus
 from pkletd.workers.statusmanager.context import Context
 from pkletd.workers.statusmanager.mirrors import Action, SeenKind
-from pkletd.workers.statusmanager.retry import Retry
 from pkletd.workers.statusmanager.state import MirrorSlot, PodEntry
 
 log = logging.getLogger(__name__)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pkletd.ipc.apiclient.retry import Retry
 from pkletd.workers.statusmanager import mirrors, podstatus
-from pkletd.workers.statusmanager.retry import Retry
 
 Obj = dict[str, Any]
 

@@ -12,10 +12,11 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from pkletd.ipc import kubeapi
+from pkletd.ipc.apiclient import kubeapi
+from pkletd.ipc.apiclient.jobs import ThreadJobs
+from pkletd.ipc.apiclient.retry import transient
 from pkletd.ipc.apimodel.podspec import PodUID
-from pkletd.ipc.bus import WorkerBus
-from pkletd.ipc.messages import (
+from pkletd.ipc.bus.messages import (
     EventRecorded,
     Message,
     PodDeleted,
@@ -24,14 +25,13 @@ from pkletd.ipc.messages import (
     PodTerminated,
     Snapshot,
 )
+from pkletd.ipc.bus.sockets import WorkerBus
 from pkletd.workers.lifecycle import WorkerSettings, serve
 from pkletd.workers.statusmanager import podstatus
 from pkletd.workers.statusmanager.calls import ClientCalls
 from pkletd.workers.statusmanager.context import ApiAccess, Clock, Context, Options, SystemClock
 from pkletd.workers.statusmanager.eventsink import EventSink
-from pkletd.workers.statusmanager.jobs import ThreadJobs
 from pkletd.workers.statusmanager.mirrorsync import MirrorKeeper
-from pkletd.workers.statusmanager.retry import transient
 from pkletd.workers.statusmanager.state import FinalDelete, PodEntry
 
 log = logging.getLogger(__name__)

@@ -31,7 +31,7 @@ from pathlib import Path
 from pkletd.ipc.apimodel import quantity
 from pkletd.ipc.apimodel.podspec import Container, Pod
 from pkletd.ipc.apimodel.resourcespec import Amounts
-from pkletd.ipc.cri import ContainerResources
+from pkletd.ipc.runtime.cri import ContainerResources
 from pkletd.supervisor.pods import nodeinfo
 from pkletd.supervisor.pods.cgroups import qos
 

@@ -16,7 +16,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from pkletd.ipc.apimodel.podspec import Container, Pod
-from pkletd.ipc.cri import ContainerSpec, ImageInfo
+from pkletd.ipc.runtime.cri import ContainerSpec, ImageInfo
 from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason
 from pkletd.supervisor.pods.nodeinfo import NodeInfo
 from pkletd.supervisor.pods.objects import ApiObjects

@@ -25,7 +25,7 @@ from __future__ import annotations
 from pkletd.ipc.apimodel.podspec import Pod
 from pkletd.ipc.apimodel.references import ObjectKey, ObjectKind, token_key
 from pkletd.ipc.apimodel.volumespec import Projection, Volume
-from pkletd.ipc.messages import ObjectFetched
+from pkletd.ipc.bus.messages import ObjectFetched
 from pkletd.supervisor.pods.nodeinfo import NodeInfo
 from pkletd.supervisor.pods.objects import ApiObjects, ObjectUnavailable
 from pkletd.supervisor.pods.setup import downward, securitycontext

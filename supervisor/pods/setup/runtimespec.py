@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from pkletd.ipc.apimodel.podspec import Container, Pod
-from pkletd.ipc.cri import ContainerSpec, PortSpec, SandboxSpec
+from pkletd.ipc.runtime.cri import ContainerSpec, PortSpec, SandboxSpec
 from pkletd.supervisor.pods.cgroups import podcgroups, resources
 from pkletd.supervisor.pods.setup import securitycontext
 

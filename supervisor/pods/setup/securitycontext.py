@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from pkletd.ipc.apimodel.podspec import Container, Pod
 from pkletd.ipc.apimodel.securityspec import ContainerSecurity, PodSecurity, Seccomp
-from pkletd.ipc.cri import ContainerSecuritySpec, SandboxSecuritySpec, SeccompSpec
+from pkletd.ipc.runtime.cri import ContainerSecuritySpec, SandboxSecuritySpec, SeccompSpec
 from pkletd.supervisor.pods.nodeinfo import NodeInfo, kernel_version
 
 # pkg/securitycontext/util.go: kept in sync with moby's defaults.

@@ -41,7 +41,7 @@ from pathlib import Path
 from pkletd.ipc.apimodel import quantity
 from pkletd.ipc.apimodel.podspec import Container, Pod
 from pkletd.ipc.apimodel.volumespec import Volume
-from pkletd.ipc.cri import MountSpec
+from pkletd.ipc.runtime.cri import MountSpec
 from pkletd.supervisor.pods.nodeinfo import NodeInfo
 from pkletd.supervisor.pods.objects import ApiObjects
 from pkletd.supervisor.pods.setup import atomicwriter, downward, mounts

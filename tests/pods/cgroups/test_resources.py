@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pkletd.ipc import cri
 from pkletd.ipc.apimodel.podspec import InvalidPod, parse_pod
+from pkletd.ipc.runtime import cri
 from pkletd.supervisor.pods.cgroups import resources
 from pkletd.supervisor.pods.cgroups.resources import CgroupValues
 from pkletd.supervisor.pods.setup import runtimespec

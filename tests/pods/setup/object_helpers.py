@@ -7,7 +7,7 @@ from typing import Any
 
 from pkletd.ipc.apimodel.podspec import PodUID
 from pkletd.ipc.apimodel.references import ObjectKind
-from pkletd.ipc.messages import ObjectFetched, ServicesListed, TokenIssued
+from pkletd.ipc.bus.messages import ObjectFetched, ServicesListed, TokenIssued
 from pkletd.supervisor.pods.objects import ApiObjects
 
 CM, SECRET = ObjectKind.CONFIG_MAP, ObjectKind.SECRET

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from pkletd.ipc.apimodel.podspec import Pod, parse_pod
-from pkletd.ipc.messages import ServicesListed
+from pkletd.ipc.bus.messages import ServicesListed
 from pkletd.supervisor.pods.nodeinfo import NodeInfo
 from pkletd.supervisor.pods.objects import ApiObjects
 from pkletd.supervisor.pods.setup import envvars, serviceenv

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pkletd.ipc import cri
 from pkletd.ipc.apimodel.podspec import InvalidPod, parse_pod
-from pkletd.ipc.cri import ContainerSpec, SeccompSpec
+from pkletd.ipc.runtime import cri
+from pkletd.ipc.runtime.cri import ContainerSpec, SeccompSpec
 from pkletd.supervisor.pods.nodeinfo import NodeInfo
 from pkletd.supervisor.pods.setup import runtimespec, securitycontext
 from pkletd.supervisor.pods.setup.securitycontext import (

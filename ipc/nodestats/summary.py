@@ -29,12 +29,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from pkletd.ipc.cri import ContainerStatsInfo, CriError, FilesystemUsage
-from pkletd.workers.nodestats import fsusage, podrefs, procfs
-from pkletd.workers.nodestats.cgroupstats import CgroupReader, CgroupSample, MemoryUsage
-from pkletd.workers.nodestats.nodememory import node_memory
-from pkletd.workers.nodestats.podrefs import ContainerRef, PodDict, PodRef
-from pkletd.workers.nodestats.rates import Clock, CpuRates, wall_clock
+from pkletd.ipc.nodestats import fsusage, podrefs, procfs
+from pkletd.ipc.nodestats.cgroupstats import CgroupReader, CgroupSample, MemoryUsage
+from pkletd.ipc.nodestats.nodememory import node_memory
+from pkletd.ipc.nodestats.podrefs import ContainerRef, PodDict, PodRef
+from pkletd.ipc.nodestats.rates import Clock, CpuRates, wall_clock
+from pkletd.ipc.runtime.cri import ContainerStatsInfo, CriError, FilesystemUsage
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from pkletd.workers.nodestats.podrefs import PodDict
-from pkletd.workers.nodestats.summary import StatsUnavailable, SummaryProvider
+from pkletd.ipc.nodestats.podrefs import PodDict
+from pkletd.ipc.nodestats.summary import StatsUnavailable, SummaryProvider
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry

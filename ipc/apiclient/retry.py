@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from pkletd.ipc import kubeapi
+from pkletd.ipc.apiclient import kubeapi
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import bisect
 import threading
 from collections.abc import Mapping
 
-from pkletd.ipc.messages import MetricFamily, MetricSeries, MetricType
+from pkletd.ipc.bus.messages import MetricFamily, MetricSeries, MetricType
 
 Labels = tuple[str, ...]
 

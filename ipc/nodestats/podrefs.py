@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pkletd.workers.nodestats.cgroupstats import CgroupReader
+from pkletd.ipc.nodestats.cgroupstats import CgroupReader
 
 ROOT = "/kubepods"
 QOS_PARENTS = (ROOT, f"{ROOT}/burstable", f"{ROOT}/besteffort")

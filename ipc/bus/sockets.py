@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import zmq
-from pkletd.ipc.codec import BadMessage, Envelope, decode, encode
-from pkletd.ipc.messages import Message
+from pkletd.ipc.bus.codec import BadMessage, Envelope, decode, encode
+from pkletd.ipc.bus.messages import Message
 
 BUS_SOCKET = "bus.sock"
 EVENTS_SOCKET = "events.sock"

@@ -22,12 +22,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pkletd.ipc.cri import CriError, FilesystemUsage
-from pkletd.workers.nodestats import podrefs, procfs
-from pkletd.workers.nodestats.cgroupstats import CgroupReader, CgroupSample
-from pkletd.workers.nodestats.podrefs import PodDict
-from pkletd.workers.nodestats.rates import Clock, wall_clock
-from pkletd.workers.nodestats.summary import StatsRuntime
+from pkletd.ipc.nodestats import podrefs, procfs
+from pkletd.ipc.nodestats.cgroupstats import CgroupReader, CgroupSample
+from pkletd.ipc.nodestats.podrefs import PodDict
+from pkletd.ipc.nodestats.rates import Clock, wall_clock
+from pkletd.ipc.nodestats.summary import StatsRuntime
+from pkletd.ipc.runtime.cri import CriError, FilesystemUsage
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry

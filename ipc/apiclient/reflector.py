@@ -28,7 +28,7 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pkletd.ipc import kubeapi
+from pkletd.ipc.apiclient import kubeapi
 from pkletd.ipc.wakeup import Inbox
 
 log = logging.getLogger(__name__)

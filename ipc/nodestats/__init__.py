@@ -1,5 +1,6 @@
-"""The read-only node data behind metrics-server and Prometheus: pure
-functions the http worker mounts as routes.
+"""The read-only node data behind metrics-server, Prometheus and eviction: pure
+functions the http worker mounts as routes, and the readers the eviction and image-gc
+workers measure the node with.
 
 - ``summary``: ``SummaryProvider.summary(pods, only_cpu_and_memory)``, ``/stats/summary``;
 - ``resource``: ``resource_metrics(provider, pods)``, ``/metrics/resource``;

@@ -28,7 +28,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pkletd.ipc.apimodel.podspec import Container
 from pkletd.ipc.apimodel.probespec import Probe
-from pkletd.ipc.cri import CriError, ExecResult
+from pkletd.ipc.runtime.cri import CriError, ExecResult
 
 USER_AGENT = "kube-probe/1.31"
 MAX_BODY = 10 * 1024

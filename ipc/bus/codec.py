@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgpack
-from pkletd.ipc.messages import MESSAGES, SCHEMA_VERSION, Message
+from pkletd.ipc.bus.messages import MESSAGES, SCHEMA_VERSION, Message
 
 
 class BadMessage(ValueError):

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pkletd.workers.nodestats import procfs
-from pkletd.workers.nodestats.cgroupstats import CgroupSample, MemoryUsage
+from pkletd.ipc.nodestats import procfs
+from pkletd.ipc.nodestats.cgroupstats import CgroupSample, MemoryUsage
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError
-from pkletd.ipc.containerd import container_pb2, events_pb2, task_pb2
+from pkletd.ipc.runtime.containerd import container_pb2, events_pb2, task_pb2
 
 log = logging.getLogger(__name__)
 

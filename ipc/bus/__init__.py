@@ -1,0 +1,1 @@
+"""pkletd.ipc.bus"""
