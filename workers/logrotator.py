@@ -22,7 +22,7 @@ The log dirs of pods that are gone are container GC's (the image-gc worker, carr
 out by the parent), as in the kubelet.
 
 ReopenContainerLog is a runtime write outside the parent: this worker is a named
-exception to the one-writer rule (docs/DESIGN.md), touching nothing but log files.
+exception to the one-writer rule (docs/design/processes.md), touching nothing but log files.
 The passes run in a thread of their own, so heartbeats never wait on a gzip.
 """
 

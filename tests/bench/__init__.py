@@ -32,7 +32,7 @@ Figures, one module each (their docstrings say how each is measured):
    with 110 pods, against ``/healthz`` and the floor of each one's data
    (``statsfloor``), and the http worker's PSS.
 9. ``exec``: the ``kubectl exec`` round trip, against a bare CRI ``ExecSync``
-   (skipped while the kubelet API has no ``/exec``).
+   (``kubectlexec``).
 10. ``pleg`` (``plegevents``): a container's exit to the pod's status (``pkletd status``
     and ``/pods``) on containerd's event stream, against the same exits under 1 s
     relisting, and the pleg worker's steady CPU with 110 pods both ways.

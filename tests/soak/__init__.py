@@ -48,6 +48,6 @@ the run ``run.HARD_GRACE_S`` later wherever it is. Everything is stopped and rem
 the end, also on failure: pkletd, the pods, the API server, the tmpfs, the containerd.
 
 Output: progress on stderr, the table (fault, count, what held, measured) on stdout, a
-verdict line; exit status 1 if any must-hold failed. ``docs/SOAK.md`` keeps a full run's
+verdict line; exit status 1 if any must-hold failed. ``docs/soak.md`` keeps a full run's
 table.
 """

@@ -16,7 +16,7 @@ exec and ``nodes/<n>/proxy`` to a node's kubelet. Use it in a test::
     ...
     server.stop()
 
-or the ``apiserver`` fixture of ``tests/harness/conftest.py``; standalone:
+or the ``apiserver`` fixture of ``tests/conftest.py``; standalone:
 ``python -m tests.harness.apiserver --dir D [--port P]``.
 
 What a kubelet reads for its pods is held to a real cluster's rules, so a node agent that
