@@ -126,9 +126,15 @@ def venv(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return prefix
 
 
+def node_root(venv: Path) -> Path:
+    """The temp dir holding ``opt/pkletd``: outside the checkout, and not the venv's
+    parent (``python -c`` imports from its cwd first, and ``pkletd`` is the venv there)."""
+    return venv.parents[1]
+
+
 def in_venv(venv: Path, program: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """The venv's ``bin/<program>``, run from the venv's parent (outside the checkout)."""
-    return run([str(venv / "bin" / program), *args], cwd=venv.parent)
+    """The venv's ``bin/<program>``, run from ``node_root``."""
+    return run([str(venv / "bin" / program), *args], cwd=node_root(venv))
 
 
 # --------------------------------------------------------------------------- what they hold
@@ -177,7 +183,7 @@ def test_unit_from_the_package_data_verifies_with_the_venv(venv: Path) -> None:
     assert etc.is_relative_to(venv)
     installed = (etc / "pkletd.service").read_text()
     assert installed == UNIT.read_text()
-    copy = verifiable_copy(venv.parent / "units", venv, text=installed)
+    copy = verifiable_copy(node_root(venv) / "units", venv, text=installed)
     result = systemd_verify(copy)
     assert result.returncode == 0, result.stdout + result.stderr
     assert unit_complaints(result, copy) == []
@@ -198,7 +204,7 @@ def unit_command(venv: Path, config: Path) -> list[str]:
 def installed_status(venv: Path, agent: Pkletd) -> dict[str, Any] | None:
     """``pkletd status --json`` of the venv's pkletd; None while it cannot answer."""
     argv = [str(venv / "bin" / "pkletd"), "status", "--json", "--run-dir", str(agent.run_dir)]
-    result = subprocess.run(argv, cwd=venv.parent, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(argv, cwd=node_root(venv), capture_output=True, text=True, timeout=60)
     if result.returncode != 0:
         return None
     reply: dict[str, Any] = json.loads(result.stdout)
