@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
@@ -24,8 +24,8 @@ deps:
 	$(BIN)/python tests/harness/containerd.py install
 
 lint: install
-	$(BIN)/ruff check supervisor workers ipc tests
-	$(BIN)/ruff format --check supervisor workers ipc tests
+	$(BIN)/ruff check supervisor workers ipc etc tests setup.py
+	$(BIN)/ruff format --check supervisor workers ipc etc tests setup.py
 	$(BIN)/python tests/lint_imports.py
 
 # mypy needs the installed package layout; mirror it with symlinks.
@@ -70,4 +70,4 @@ stop:
 	$(BIN)/python tests/harness/containerd.py down --dir $(CTR_DIR)
 
 clean:
-	rm -rf $(VENV) .typecheck .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .typecheck .pytest_cache .mypy_cache .ruff_cache *.egg-info dist

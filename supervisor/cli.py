@@ -1,9 +1,10 @@
-"""The ``pkletd`` command: start | status | restart-worker | stop.
+"""The ``pkletd`` command: start | status | restart-worker | stop, and ``--version``.
 
 Only ``start`` imports the heavy parts (zmq, gRPC); the other commands talk to
 the control socket with ``socket`` and ``json`` alone, so they answer in tens of
-milliseconds. Exit codes: 0 ok, 1 failure (e.g. pkletd not running), 2 bad use
-(bad flags, bad config, unknown worker name).
+milliseconds (``--version`` reads the installed package's metadata only when asked).
+Exit codes: 0 ok, 1 failure (e.g. pkletd not running), 2 bad use (bad flags, bad
+config, unknown worker name).
 """
 
 from __future__ import annotations
@@ -21,8 +22,22 @@ CONTROL_SOCKET = "control.sock"
 TIMEOUT_S = 10.0
 
 
+class _Version(argparse.Action):
+    """``--version``: ``pkletd <version>`` of the installed package, then exit."""
+
+    def __init__(self, option_strings: list[str], dest: str, **_: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        from importlib.metadata import version
+
+        print(f"pkletd {version('pkletd')}")
+        parser.exit()
+
+
 def _parser(starting: bool) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pkletd", description="A Kubernetes node agent.")
+    parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True)
     start = commands.add_parser("start", help="run the node agent in the foreground")
     if starting:  # the flags need the config module; other commands stay light

@@ -1,9 +1,9 @@
 """Running the real pkletd in tests: a process, its dirs, manifests and questions.
 
-``Pkletd`` starts ``.venv/bin/pkletd start`` against the test containerd with a
-private run dir, log dir, root dir and manifest dir, and answers through the real
-control socket. ``wait_for`` polls a condition with a deadline: tests never sleep
-to synchronise.
+``Pkletd`` starts ``.venv/bin/pkletd start`` (or another ``command``) against the
+test containerd with a private run dir, log dir, root dir and manifest dir, and
+answers through the real control socket. ``wait_for`` polls a condition with a
+deadline: tests never sleep to synchronise.
 """
 
 from __future__ import annotations
@@ -120,6 +120,8 @@ class Pkletd:
         self.extra_args: list[str] = []  # more flags for `pkletd start`
         self.env: dict[str, str] = {}  # more environment for `pkletd start`
         self.config = self.base / "kubelet-config.yaml"
+        # `pkletd start --config ...`; a test may run another install's pkletd instead
+        self.command = [str(PKLETD), "start", "--config", str(self.config)]
         self.proc: subprocess.Popen[bytes] | None = None
         self.session = -1
         self.write_config()
@@ -141,10 +143,7 @@ class Pkletd:
 
     def args(self) -> list[str]:
         return [
-            str(PKLETD),
-            "start",
-            "--config",
-            str(self.config),
+            *self.command,
             "--run-dir",
             str(self.run_dir),
             "--log-dir",

@@ -1,13 +1,14 @@
-"""`pkletd status`: the table an operator reads, and the JSON scripts read."""
+"""`pkletd status`: the table an operator reads, and the JSON scripts read; `--version`."""
 
 from __future__ import annotations
 
 import json
+import tomllib
 
 import pytest
-from pkletd.supervisor.cli import format_status
+from pkletd.supervisor.cli import format_status, main
 
-from tests.e2e import Pkletd, pod_manifest
+from tests.e2e import REPO, Pkletd, pod_manifest
 
 STATUS = {
     "node": {
@@ -157,3 +158,11 @@ def test_status_json_has_the_documented_shape(pkletd: Pkletd) -> None:
     assert {"name", "state", "restart_count", "container_id"} <= pod["containers"][0].keys()
     table = pkletd.cli("status")
     assert table.returncode == 0 and "default/shape-testnode  Running  c0=running" in table.stdout
+
+
+def test_version_is_the_packages(capsys: pytest.CaptureFixture[str]) -> None:
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"pkletd {version}\n"

@@ -32,9 +32,17 @@ from pathlib import Path
 import pytest
 from pkletd.supervisor.notify import Notifier
 
+from tests.systemd_unit import (
+    CONFIG,
+    INSTALL_PREFIX,
+    exec_start,
+    systemd_verify,
+    unit_complaints,
+    unit_settings,
+    verifiable_copy,
+)
+
 ROOT = Path(__file__).resolve().parents[2]
-UNIT = ROOT / "etc" / "pkletd.service"
-INSTALLED_BINARY = "/usr/local/bin/pkletd"
 
 WATCHDOG_USEC = 1_000_000  # systemd's WatchdogSec=1s: a WATCHDOG=1 every 0.5s
 READY_TIMEOUT_S = 30.0
@@ -52,58 +60,13 @@ def pkletd_binary() -> Path:
 # --------------------------------------------------------------------------- the unit
 
 
-def unit_settings() -> dict[str, list[str]]:
-    """'Section.Key' -> values in file order (comments and blank lines skipped)."""
-    found: dict[str, list[str]] = {}
-    section = ""
-    for raw in UNIT.read_text().splitlines():
-        line = raw.strip()
-        if not line or line.startswith(("#", ";")):
-            continue
-        if line.startswith("["):
-            section = line.strip("[]")
-            continue
-        key, _, value = line.partition("=")
-        found.setdefault(f"{section}.{key.strip()}", []).append(value.strip())
-    return found
-
-
-def verifiable_copy(directory: Path, extra: str = "") -> Path:
-    """The unit with ExecStart's binary swapped for one that exists here."""
-    text = UNIT.read_text()
-    assert text.count(f"ExecStart={INSTALLED_BINARY} ") == 1
-    text = text.replace(f"ExecStart={INSTALLED_BINARY} ", f"ExecStart={pkletd_binary()} ")
-    if extra:
-        text = text.replace("[Service]\n", f"[Service]\n{extra}\n", 1)
-    directory.mkdir(parents=True, exist_ok=True)
-    copy = directory / "pkletd.service"
-    copy.write_text(text)
-    return copy
-
-
-def systemd_verify(unit: Path) -> subprocess.CompletedProcess[str]:
-    analyze = shutil.which("systemd-analyze")
-    if analyze is None:
-        pytest.skip("systemd-analyze is not installed")
-    return subprocess.run(
-        [analyze, "verify", "--man=no", str(unit)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "SYSTEMD_LOG_COLOR": "0", "SYSTEMD_PAGER": ""},
-    )
-
-
-def unit_complaints(result: subprocess.CompletedProcess[str], unit: Path) -> list[str]:
-    return [
-        line
-        for line in (result.stdout + result.stderr).splitlines()
-        if str(unit) in line or "pkletd" in line
-    ]
+def venv_prefix() -> Path:
+    """The venv holding the console script (ExecStart's install prefix, here)."""
+    return pkletd_binary().parent.parent
 
 
 def test_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
-    copy = verifiable_copy(tmp_path / "units")
+    copy = verifiable_copy(tmp_path / "units", venv_prefix())
     result = systemd_verify(copy)
     assert result.returncode == 0, result.stdout + result.stderr
     assert unit_complaints(result, copy) == []
@@ -111,7 +74,7 @@ def test_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
 
 def test_verify_would_catch_a_bad_directive(tmp_path: Path) -> None:
     """The check above is not vacuous: verify reports typos (with exit status 0)."""
-    copy = verifiable_copy(tmp_path / "units", extra="KillMod=mixed")
+    copy = verifiable_copy(tmp_path / "units", venv_prefix(), extra="KillMod=mixed")
     result = systemd_verify(copy)
     assert any("KillMod" in line for line in unit_complaints(result, copy)), (
         result.stdout + result.stderr
@@ -128,12 +91,7 @@ def test_unit_settings() -> None:
 
     assert one("Service.Type") == "notify"
     assert one("Service.NotifyAccess") == "main"
-    assert one("Service.ExecStart").split() == [
-        INSTALLED_BINARY,
-        "start",
-        "--config",
-        "/var/lib/kubelet/config.yaml",
-    ]
+    assert exec_start() == [f"{INSTALL_PREFIX}/bin/pkletd", "start", "--config", CONFIG]
     assert one("Service.WatchdogSec") == "15s"
     assert one("Service.Restart") == "always"
     assert one("Service.KillMode") == "mixed"
