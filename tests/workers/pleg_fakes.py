@@ -8,7 +8,6 @@ import select
 from collections.abc import Iterator
 
 from pkletd.ipc.apimodel.podspec import PodUID
-from pkletd.ipc.bus.messages import Message
 from pkletd.ipc.runtime.cri import (
     ContainerID,
     ContainerInfo,
@@ -124,18 +123,6 @@ class FakeSource:
 
     def close(self) -> None:
         self.closed = True
-
-
-class FakeBus:
-    def __init__(self) -> None:
-        self.sent: list[Message] = []
-
-    def send(self, message: Message) -> None:
-        self.sent.append(message)
-
-    def take(self) -> list[Message]:
-        taken, self.sent = self.sent, []
-        return taken
 
 
 class FakeClock:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from pkletd.ipc.apiclient.jobs import InlineJobs
-from pkletd.ipc.bus.messages import Message
+from pkletd.ipc.bus.sender import FakeSender
 from pkletd.workers.statusmanager import Options, StatusManager
 from pkletd.workers.statusmanager.context import ApiAccess
 from pkletd.workers.statusmanager.fakecalls import FakeCalls
@@ -133,14 +133,6 @@ def event(
     }
 
 
-class FakeBus:
-    def __init__(self) -> None:
-        self.sent: list[Message] = []
-
-    def send(self, message: Message) -> None:
-        self.sent.append(message)
-
-
 class FakeClock:
     def __init__(self) -> None:
         self.now = 1000.0
@@ -157,7 +149,7 @@ class Rig:
 
     def __init__(self, calls: FakeCalls | None = None, **options: Any) -> None:
         self.calls = calls or FakeCalls()
-        self.bus = FakeBus()
+        self.bus = FakeSender()
         self.clock = FakeClock()
         self.jobs, self.event_jobs = InlineJobs(), InlineJobs()
         settings = Options(50, 100, 50, 100, **options)

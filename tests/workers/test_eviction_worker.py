@@ -14,13 +14,13 @@ from pkletd.ipc.bus.messages import (
     EvictionThresholdMet,
     GarbageCollected,
     GarbageKind,
-    Message,
     PodForgotten,
     PodStatusUpdated,
     ReclaimRequested,
     SignalsObserved,
     Snapshot,
 )
+from pkletd.ipc.bus.sender import FakeSender
 from pkletd.workers.eviction.podusage import local_volume_names, pod_usage
 from pkletd.workers.eviction.signals import Reading
 from pkletd.workers.eviction.thresholds import Amount, Observation, Signal, Threshold
@@ -37,17 +37,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-class Bus:
-    def __init__(self) -> None:
-        self.sent: list[Message] = []
-
-    def send(self, message: Message) -> None:
-        self.sent.append(message)
-
-    def kinds(self) -> list[str]:
-        return [m.kind for m in self.sent]
 
 
 class Signals:
@@ -90,8 +79,8 @@ def summary_pod(uid: str, working_set: int) -> dict[str, Any]:
 
 def started(
     signals: Signals, usage: Usage, *thresholds: Threshold
-) -> tuple[EvictionWorker, Bus, Clock]:
-    bus, clock = Bus(), Clock()
+) -> tuple[EvictionWorker, FakeSender, Clock]:
+    bus, clock = FakeSender(), Clock()
     worker = EvictionWorker(bus, signals, usage, Options(thresholds, 300.0, 10.0), clock)
     worker.on_snapshot(Snapshot(0, [api_pod("a"), api_pod("b")], {}))
     return worker, bus, clock
@@ -228,7 +217,7 @@ def test_an_evicted_pod_forgotten_starts_the_next_round(closing: Any) -> None:
 
 
 def test_a_restarted_worker_waits_for_a_pod_still_being_evicted(closing: Any) -> None:
-    bus, clock = Bus(), Clock()
+    bus, clock = FakeSender(), Clock()
     signals = Signals(reading(Signal.MEMORY, GI // 2, 8 * GI))
     worker = EvictionWorker(bus, signals, Usage([]), Options((MEMORY,), 300.0, 10.0), clock)
     closing(worker)

@@ -11,12 +11,12 @@ from pkletd.ipc.apimodel.podspec import PodUID
 from pkletd.ipc.bus.messages import (
     GarbageFound,
     GarbageKind,
-    Message,
     PodForgotten,
     PodStatusUpdated,
     ReclaimRequested,
     Snapshot,
 )
+from pkletd.ipc.bus.sender import FakeSender
 from pkletd.ipc.nodestats.fsusage import FsCapacity
 from pkletd.supervisor.pods.fakeruntime import FakeRuntime
 from pkletd.workers.imagegc.containers import ContainerCollector, pod_uid_of
@@ -250,19 +250,16 @@ def test_an_image_filesystem_of_no_capacity_is_an_error(tmp_path: Path) -> None:
 # --- the worker's loop -------------------------------------------------------------------
 
 
-class Bus:
-    def __init__(self) -> None:
-        self.sent: list[GarbageFound] = []
-
-    def send(self, message: Message) -> None:
-        assert isinstance(message, GarbageFound)
-        self.sent.append(message)
+def found(bus: FakeSender) -> list[GarbageFound]:
+    """What the worker sent: GarbageFound, and nothing else."""
+    assert all(isinstance(m, GarbageFound) for m in bus.sent), bus.kinds()
+    return bus.of_type(GarbageFound)
 
 
-def worker(tmp_path: Path, **images: Any) -> tuple[GarbageWorker, Bus, FakeRuntime]:
+def worker(tmp_path: Path, **images: Any) -> tuple[GarbageWorker, FakeSender, FakeRuntime]:
     runtime = FakeRuntime(images={IMAGE})
     options = Options("unix:///fake", 1.0, tmp_path, ImagePolicy(**images))
-    bus = Bus()
+    bus = FakeSender()
     collectors = (
         ImageCollector(runtime, options.images, disk(100, 50)),
         ContainerCollector(runtime, options.containers, tmp_path),
@@ -278,14 +275,14 @@ def test_the_worker_collects_at_once_then_each_period(tmp_path: Path) -> None:
     gc, bus, _ = worker(tmp_path)
     gc.on_snapshot(Snapshot(0, [], {}))
     due = gc.tick(100.0)
-    assert [f.collection for f in bus.sent] == [GarbageKind.CONTAINERS, GarbageKind.IMAGES]
+    assert [f.collection for f in found(bus)] == [GarbageKind.CONTAINERS, GarbageKind.IMAGES]
     assert due == 160.0  # the container GC's minute comes first
     gc.tick(159.0)
-    assert len(bus.sent) == 2
+    assert len(found(bus)) == 2
     gc.tick(160.0)
-    assert [f.collection for f in bus.sent[2:]] == [GarbageKind.CONTAINERS]
+    assert [f.collection for f in found(bus)[2:]] == [GarbageKind.CONTAINERS]
     gc.tick(400.0)
-    assert [f.collection for f in bus.sent[3:]] == [GarbageKind.CONTAINERS, GarbageKind.IMAGES]
+    assert [f.collection for f in found(bus)[3:]] == [GarbageKind.CONTAINERS, GarbageKind.IMAGES]
 
 
 def test_a_reclaim_collects_both_at_once(tmp_path: Path) -> None:
@@ -294,7 +291,7 @@ def test_a_reclaim_collects_both_at_once(tmp_path: Path) -> None:
     gc.tick(100.0)
     gc.on_broadcast(ReclaimRequested("DiskPressure"))
     gc.tick(101.0)
-    assert [(f.collection, f.reclaim) for f in bus.sent[2:]] == [
+    assert [(f.collection, f.reclaim) for f in found(bus)[2:]] == [
         (GarbageKind.CONTAINERS, True),
         (GarbageKind.IMAGES, True),
     ]
@@ -304,7 +301,7 @@ def test_no_image_gc_at_a_high_threshold_of_100(tmp_path: Path) -> None:
     gc, bus, _ = worker(tmp_path, high_threshold_percent=100, low_threshold_percent=80)
     gc.on_snapshot(Snapshot(0, [], {}))
     assert gc.tick(100.0) == 160.0
-    assert [f.collection for f in bus.sent] == [GarbageKind.CONTAINERS]
+    assert [f.collection for f in found(bus)] == [GarbageKind.CONTAINERS]
 
 
 def test_the_pods_the_parent_has_are_not_gone(tmp_path: Path) -> None:
@@ -316,7 +313,7 @@ def test_the_pods_the_parent_has_are_not_gone(tmp_path: Path) -> None:
     gc.on_snapshot(Snapshot(0, [api_pod("u1")], {}))
     gc.on_broadcast(PodStatusUpdated(api_pod("u2")))
     gc.tick(0.0)
-    assert bus.sent[0].containers == []  # both known: their one dead instance stays
+    assert found(bus)[0].containers == []  # both known: their one dead instance stays
     gc.on_broadcast(PodForgotten(PodUID("u2")))
     gc.tick(60.0)
-    assert [c["pod_uid"] for c in bus.sent[-1].containers] == ["u2"]
+    assert [c["pod_uid"] for c in found(bus)[-1].containers] == ["u2"]

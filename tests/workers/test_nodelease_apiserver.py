@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 from pkletd.ipc.apiclient.kubeapi import connect
 from pkletd.ipc.apimodel.labels import Taint
-from pkletd.ipc.bus.messages import Message, NodeReported, ParentAlive, Snapshot
+from pkletd.ipc.bus.messages import NodeReported, ParentAlive, Snapshot
+from pkletd.ipc.bus.sender import FakeSender
 from pkletd.supervisor import config
 from pkletd.supervisor.node.facts import MachineFacts, compose_node
 from pkletd.workers.nodelease import NodeLeaseOptions, NodeLeaseWorker
@@ -92,17 +93,10 @@ class Faults:
         self._released.set()
 
 
-class Bus:
-    def __init__(self) -> None:
-        self.sent: list[Message] = []
-
-    def send(self, message: Message) -> None:
-        self.sent.append(message)
-
-    def report(self) -> NodeReported:
-        """The last NodeReported sent (all zero before the first)."""
-        found = [m for m in self.sent if isinstance(m, NodeReported)]
-        return found[-1] if found else NodeReported(False, 0.0, 0.0, "")
+def reported(bus: FakeSender) -> NodeReported:
+    """The last NodeReported sent (all zero before the first)."""
+    found = bus.of_type(NodeReported)
+    return found[-1] if found else NodeReported(False, 0.0, 0.0, "")
 
 
 class Running:
@@ -113,7 +107,7 @@ class Running:
     ) -> None:
         path = str(apiserver.kubeconfig(user=f"system:node:{NODE}", groups=["system:nodes"]))
         timeout = options.api_timeout()
-        self.bus = Bus()
+        self.bus = FakeSender()
         self.worker = NodeLeaseWorker(
             self.bus,
             runtime,
@@ -242,7 +236,7 @@ def test_node_registers_ready_with_its_lease(
     assert times == sorted(times) and len(set(times)) == 3
 
     report = worker.until(
-        lambda: (r := worker.bus.report()).lease_renewed_at and r.status_reported_at and r,
+        lambda: (r := reported(worker.bus)).lease_renewed_at and r.status_reported_at and r,
         "a full NodeReported",
     )
     assert report.registered and report.api_error == ""
@@ -289,7 +283,7 @@ def test_an_existing_node_is_adopted_and_a_restarted_worker_resumes(
     assert apiserver.request_count(resource="leases", verb="POST") == 1
     assert len(apiserver.store.items("nodes")) == 1
     assert node_of(apiserver)["metadata"]["uid"] == uid  # type: ignore[index]
-    assert second.until(lambda: second.bus.report().registered, "registered")
+    assert second.until(lambda: reported(second.bus).registered, "registered")
 
 
 def test_the_lease_keeps_its_period_while_status_writes_are_slow_or_failing(
@@ -306,9 +300,9 @@ def test_the_lease_keeps_its_period_while_status_writes_are_slow_or_failing(
 
     faults.release()
     faults.failed.add(patch)  # now they fail outright
-    worker.until(lambda: "status:" in worker.bus.report().api_error, "the status error reported")
+    worker.until(lambda: "status:" in reported(worker.bus).api_error, "the status error reported")
     renewals(worker, apiserver, 3)
-    report = worker.bus.report()
+    report = reported(worker.bus)
     assert "HTTP 500" in report.api_error and "lease:" not in report.api_error
     assert abs(report.lease_renewed_at - time.time()) < 2
 
@@ -324,7 +318,7 @@ def test_ready_follows_the_runtime_and_pleg(
     runtime.conditions = (READY_CONDITIONS[0], CNI_DOWN)
     worker.until(lambda: ready_of(apiserver).get("status") == "False", "Ready=False (CNI)")
     assert ready_of(apiserver)["reason"] == "KubeletNotReady"
-    worker.until(lambda: worker.bus.report().conditions.get("Ready") == "False", "reported")
+    worker.until(lambda: reported(worker.bus).conditions.get("Ready") == "False", "reported")
     assert ready_of(apiserver)["message"] == (
         "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady "
         "message:Network plugin returns error: cni plugin not initialized"
@@ -371,9 +365,9 @@ def test_without_register_node_only_an_existing_node_gets_status(
     apiserver: ApiServer, start: Callable[..., Running], kube: Kube
 ) -> None:
     worker = start(register_node=False)
-    worker.until(lambda: "not found" in worker.bus.report().api_error, "the missing node reported")
+    worker.until(lambda: "not found" in reported(worker.bus).api_error, "the missing node reported")
     assert node_of(apiserver) is None and lease_of(apiserver) is None
-    assert not worker.bus.report().registered
+    assert not reported(worker.bus).registered
     kube.kubectl(
         "create",
         "-f",
@@ -382,5 +376,5 @@ def test_without_register_node_only_an_existing_node_gets_status(
     )
     worker.until(lambda: ready_of(apiserver).get("status") == "True", "Ready=True")
     worker.until(lambda: lease_of(apiserver), "the lease")
-    worker.until(lambda: worker.bus.report().api_error == "", "the error cleared")
+    worker.until(lambda: reported(worker.bus).api_error == "", "the error cleared")
     assert apiserver.request_count(resource="nodes", verb="POST") == 1  # kubectl's only

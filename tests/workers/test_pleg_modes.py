@@ -23,6 +23,7 @@ from pkletd.ipc.bus.messages import (
     RelistCompleted,
     Snapshot,
 )
+from pkletd.ipc.bus.sender import FakeSender
 from pkletd.ipc.runtime.events import RuntimeEvent, Topic
 from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.pleg import mode, settle
@@ -30,7 +31,6 @@ from pkletd.workers.pleg.subscriber import Item, Lost, Subscriber
 from pkletd.workers.pleg.worker import Pleg
 
 from tests.workers.pleg_fakes import (
-    FakeBus,
     FakeClock,
     FakeRuntime,
     FakeSource,
@@ -54,7 +54,7 @@ class Rig:
         self.runtime.containers["c1"] = container("c1", "running", "uid-1")
         self.source = FakeSource()
         self.source.refusing = refusing
-        self.bus = FakeBus()
+        self.bus = FakeSender()
         source = self.source if events else None
         self.pleg = Pleg(self.runtime, self.bus, PERIOD, source, self.clock)
         self.pleg.on_snapshot(Snapshot(0, [], {"c1": "running", SANDBOX_PREFIX + "s1": "ready"}))

@@ -33,6 +33,7 @@ from pkletd.ipc.bus.messages import (
     SnapshotRequest,
     TokenIssued,
 )
+from pkletd.ipc.bus.sender import FakeSender
 from pkletd.ipc.bus.sockets import ParentBus
 from pkletd.workers.podobjects import Options, PodObjects, Strategy, build
 from pkletd.workers.podobjects.calls import ApiCalls
@@ -53,14 +54,6 @@ SECRET_VALUE = "hunter2-never-logged"
 Obj = dict[str, Any]
 
 
-class FakeBus:
-    def __init__(self) -> None:
-        self.sent: list[Message] = []
-
-    def send(self, message: Message) -> None:
-        self.sent.append(message)
-
-
 class Agent:
     """The worker as its process runs it: ``tick``, then what its fds have waiting."""
 
@@ -72,7 +65,7 @@ class Agent:
     ) -> None:
         kubeconfig = server.kubeconfig(user=NODE_USER, groups=["system:nodes"])
         self.calls = ApiCalls(kubeapi.connect(str(kubeconfig), 1000, 1000, pool_size=64))
-        self.bus = FakeBus()
+        self.bus = FakeSender()
         self.worker: PodObjects = build(self.bus, self.calls, options, clock)
         self.closed = False
 
@@ -640,19 +633,8 @@ def test_a_killed_worker_process_sends_everything_again(
     assert SECRET_VALUE.encode() not in logs and secret.encode() not in logs
 
 
-class BlockedBus(FakeBus):
-    """A bus whose parent stops taking messages while ``blocked``."""
-
-    blocked = False
-
-    def send(self, message: Message) -> None:
-        if self.blocked:
-            raise zmq.Again()
-        super().send(message)
-
-
 def test_the_outbox_keeps_a_reading_over_a_failure_and_holds_what_the_bus_refuses() -> None:
-    bus = BlockedBus()
+    bus = FakeSender()
     outbox = Outbox(bus)
     key = ObjectKey(ObjectKind.CONFIG_MAP, "default", "conf")
     fresh = failure(key, "HTTP 500")
@@ -662,11 +644,11 @@ def test_the_outbox_keeps_a_reading_over_a_failure_and_holds_what_the_bus_refuse
     outbox.put_object(key, failure(key, "HTTP 503"))  # read before: kept
     outbox.put_object(key, read)  # the same again: nothing to send
     assert bus.sent == [fresh, read]
-    bus.blocked = True
+    bus.refusing = True
     gone = reading(key, None)
     outbox.put_object(key, gone)  # missing replaces a reading, once the bus takes it
     assert outbox.owed() and bus.sent == [fresh, read]
-    bus.blocked = False
+    bus.refusing = False
     outbox.flush()
     assert not outbox.owed() and bus.sent == [fresh, read, gone]
     outbox.resend()

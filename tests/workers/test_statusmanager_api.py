@@ -25,6 +25,7 @@ from pkletd.ipc.bus.messages import (
     PodTerminated,
     Snapshot,
 )
+from pkletd.ipc.bus.sender import FakeSender
 from pkletd.workers.statusmanager import Options, StatusManager
 from pkletd.workers.statusmanager.calls import ClientCalls
 from pkletd.workers.statusmanager.context import ApiAccess
@@ -33,7 +34,6 @@ from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube
 from tests.workers.statusmanager_helpers import (
     NODE,
-    FakeBus,
     api_pod,
     condition,
     event,
@@ -71,7 +71,7 @@ class Agent:
             ThreadJobs(OPTIONS.threads, "status"),
             ThreadJobs(1, "events"),
         )
-        self.bus = FakeBus()
+        self.bus = FakeSender()
         self.worker = StatusManager(self.bus, api, NODE, OPTIONS)
         self.longest_turn = 0.0  # the longest the loop spent in the worker at once
         self.turns = 0

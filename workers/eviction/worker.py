@@ -46,6 +46,7 @@ from pkletd.ipc.bus.messages import (
     Snapshot,
     ThresholdReading,
 )
+from pkletd.ipc.bus.sender import Sender
 from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.eviction.manager import Manager, State, Verdict
 from pkletd.workers.eviction.podusage import pod_usage
@@ -66,10 +67,6 @@ IMAGEFS_SIGNALS = (Signal.IMAGEFS, Signal.IMAGEFS_INODES)
 NODEFS_SIGNALS = (Signal.NODEFS, Signal.NODEFS_INODES)
 
 PodDict = Mapping[str, Any]
-
-
-class Sender(Protocol):
-    def send(self, message: Message) -> None: ...
 
 
 class SignalSource(Protocol):

@@ -16,9 +16,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from pkletd.ipc.bus.messages import Message, NodeReported, ParentAlive, Snapshot
+from pkletd.ipc.bus.sender import Sender
 from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.nodelease.api import NodeApi
 from pkletd.workers.nodelease.conditions import ParentHealth
@@ -35,10 +36,6 @@ JOIN_S = 2.0  # how long close() waits for each thread
 IDLE_S = 3600.0  # the loop has nothing timed of its own
 
 Obj = dict[str, Any]
-
-
-class Sender(Protocol):
-    def send(self, message: Message) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
 from pkletd.ipc.apimodel.podspec import PodUID
 from pkletd.ipc.bus.messages import (
@@ -24,6 +23,7 @@ from pkletd.ipc.bus.messages import (
     RelistCompleted,
     Snapshot,
 )
+from pkletd.ipc.bus.sender import Sender
 from pkletd.ipc.runtime.cri import CriError
 from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.pleg.diff import diff
@@ -33,10 +33,6 @@ from pkletd.workers.pleg.subscriber import EventSource, Item, Lost, Subscriber
 from pkletd.workers.pleg.view import PlegRuntime, list_all, read_one
 
 log = logging.getLogger(__name__)
-
-
-class Sender(Protocol):
-    def send(self, message: Message) -> None: ...
 
 
 class Pleg:

@@ -34,12 +34,13 @@ from collections.abc import Callable
 
 from pkletd.ipc.apiclient import kubeapi
 from pkletd.ipc.apiclient.jobs import ThreadJobs
+from pkletd.ipc.bus.sender import Sender
 from pkletd.ipc.bus.sockets import WorkerBus
 from pkletd.workers.lifecycle import WorkerSettings, serve
 from pkletd.workers.podobjects.calls import ApiCalls
 from pkletd.workers.podobjects.nodettl import NodeTtl
 from pkletd.workers.podobjects.options import Options, Strategy
-from pkletd.workers.podobjects.outbox import Outbox, Sender
+from pkletd.workers.podobjects.outbox import Outbox
 from pkletd.workers.podobjects.parts import ObjectSource, Part
 from pkletd.workers.podobjects.polled import Polled
 from pkletd.workers.podobjects.services import Services

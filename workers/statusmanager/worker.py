@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from pkletd.ipc.apiclient import kubeapi
 from pkletd.ipc.apiclient.jobs import ThreadJobs
@@ -25,6 +25,7 @@ from pkletd.ipc.bus.messages import (
     PodTerminated,
     Snapshot,
 )
+from pkletd.ipc.bus.sender import Sender
 from pkletd.ipc.bus.sockets import WorkerBus
 from pkletd.workers.lifecycle import WorkerSettings, serve
 from pkletd.workers.statusmanager import podstatus
@@ -40,10 +41,6 @@ Obj = dict[str, Any]
 LIST = "list"
 GONE, CONFLICT = 404, 409
 UNLIMITED_QPS = 1_000_000_000
-
-
-class Sender(Protocol):
-    def send(self, message: Message) -> None: ...
 
 
 class StatusManager:
