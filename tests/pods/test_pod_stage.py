@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from pkletd.ipc.apimodel.podspec import PodUID
+from pkletd.ipc.clock import FakeClock
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.proberesults import ProbeResults
 from pkletd.supervisor.pods.stage import PodLifecycle, PodStage
@@ -93,8 +94,9 @@ def test_a_transition_outside_the_table_is_a_bug() -> None:
 
 
 def test_each_change_is_stamped_and_logged(caplog: pytest.LogCaptureFixture) -> None:
-    times = iter([100.0, 105.0])
-    lifecycle = PodLifecycle(UID, "default/web", clock=lambda: next(times))
+    clock = FakeClock(wall=100.0)
+    lifecycle = PodLifecycle(UID, "default/web", clock=clock)
+    clock.wall = 105.0
     with caplog.at_level("INFO"):
         lifecycle.become(PodStage.ACTIVE, "admitted")
     assert lifecycle.since == 105.0

@@ -18,6 +18,7 @@ from cri_api.v1 import api_pb2 as pb
 from cri_api.v1 import api_pb2_grpc as pb_grpc
 from pkletd.ipc.bus.messages import Hello, MetricFamily, ParentAlive, Snapshot
 from pkletd.ipc.bus.sockets import ParentBus, WorkerBus
+from pkletd.ipc.clock import FakeClock
 from pkletd.ipc.runtime.cri import ContainerID, CriError, CriRuntime
 from pkletd.supervisor.children import Children
 from pkletd.supervisor.metrics import procstats
@@ -103,7 +104,7 @@ def test_operations_carry_the_kubelets_names(method: str, label: str) -> None:
 
 
 def test_relists_give_duration_interval_and_last_seen() -> None:
-    pleg = PlegMetrics(clock=lambda: 1_000_000.0, monotonic=lambda: 500.0)
+    pleg = PlegMetrics(FakeClock(mono=500.0, wall=1_000_000.0))
     assert values(pleg.families(), "kubelet_pleg_last_seen_seconds") == {}
     pleg.relisted(0.25, sent_at=400.0)
     pleg.relisted(0.5, sent_at=401.5)

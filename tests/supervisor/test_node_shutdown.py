@@ -10,6 +10,7 @@ from typing import Any
 
 from pkletd.ipc.apimodel.podspec import Pod, PodUID, parse_pod
 from pkletd.ipc.apimodel.priority import SYSTEM_CRITICAL
+from pkletd.ipc.clock import FakeClock
 from pkletd.supervisor.cli import format_status
 from pkletd.supervisor.node import shutdownplan
 from pkletd.supervisor.node.shutdown import REFUSED, TERMINATED, NodeShutdown, ShutdownStage
@@ -55,18 +56,10 @@ class FakePods:
         self.refusal = refusal
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def manager(tmp_path: Path, pods: FakePods, plan: tuple[Group, ...], clock: Clock) -> NodeShutdown:
-    return NodeShutdown(
-        plan, pods, StateFile(tmp_path), EventRecorder(), "n1", clock, wall=lambda: 1_700_000_000
-    )
+def manager(
+    tmp_path: Path, pods: FakePods, plan: tuple[Group, ...], clock: FakeClock
+) -> NodeShutdown:
+    return NodeShutdown(plan, pods, StateFile(tmp_path), EventRecorder(), "n1", clock)
 
 
 def test_the_migrated_groups_and_who_belongs_where() -> None:
@@ -94,19 +87,19 @@ def test_groups_go_in_order_as_their_pods_stop_or_their_periods_pass(tmp_path: P
     regular, quick = pod("regular"), pod("quick", grace=2)
     critical = pod("critical", priority=SYSTEM_CRITICAL)
     pods = FakePods([critical, regular, quick])
-    clock = Clock()
+    clock = FakeClock(mono=100.0, wall=1_700_000_000)
     shutdown = manager(tmp_path, pods, shutdownplan.groups(30, 10, ()), clock)
     shutdown.started()
     assert shutdown.stage is ShutdownStage.STOPPING and pods.refusal is REFUSED
     assert pods.failed == [("regular", TERMINATED, 20), ("quick", TERMINATED, 2)]
-    assert shutdown.tick(clock.t) == 120.0  # waiting for the regular group
+    assert shutdown.tick(clock.mono) == 120.0  # waiting for the regular group
     pods.stopped = {regular.uid, quick.uid}
-    clock.t = 105.0
-    assert shutdown.tick(clock.t) == 115.0  # the critical group began, with its 10 s
+    clock.mono = 105.0
+    assert shutdown.tick(clock.mono) == 115.0  # the critical group began, with its 10 s
     assert pods.failed[-1] == ("critical", TERMINATED, 10)
     assert not shutdown.take_release()
-    clock.t = 115.0  # the critical pod never stopped: its period is over
-    assert shutdown.tick(clock.t) == float("inf")
+    clock.mono = 115.0  # the critical pod never stopped: its period is over
+    assert shutdown.tick(clock.mono) == float("inf")
     assert shutdown.done and shutdown.take_release() and not shutdown.take_release()
     assert pods.refusal is REFUSED  # the node stays shut to new pods
     assert TERMINATED.reason == "Terminated" and TERMINATED.disruption
@@ -116,7 +109,9 @@ def test_groups_go_in_order_as_their_pods_stop_or_their_periods_pass(tmp_path: P
 
 def test_empty_groups_are_skipped_and_no_pods_release_at_once(tmp_path: Path) -> None:
     pods = FakePods([])
-    shutdown = manager(tmp_path, pods, shutdownplan.groups(30, 10, ()), Clock())
+    shutdown = manager(
+        tmp_path, pods, shutdownplan.groups(30, 10, ()), FakeClock(mono=100.0, wall=1_700_000_000)
+    )
     shutdown.started()
     assert shutdown.done and shutdown.take_release()
 
@@ -124,20 +119,25 @@ def test_empty_groups_are_skipped_and_no_pods_release_at_once(tmp_path: Path) ->
 def test_a_cancellation_admits_again_and_stops_no_further_group(tmp_path: Path) -> None:
     regular, critical = pod("regular"), pod("critical", priority=SYSTEM_CRITICAL)
     pods = FakePods([regular, critical])
-    clock = Clock()
+    clock = FakeClock(mono=100.0, wall=1_700_000_000)
     shutdown = manager(tmp_path, pods, shutdownplan.groups(30, 10, ()), clock)
     shutdown.started()
     shutdown.started()  # said twice (a restarted worker): one shutdown
     shutdown.cancelled()
     assert shutdown.stage is ShutdownStage.IDLE and pods.refusal is None
-    clock.t = 200.0
-    shutdown.tick(clock.t)
+    clock.mono = 200.0
+    shutdown.tick(clock.mono)
     assert [name for name, _, _ in pods.failed] == ["regular"]
     assert not shutdown.take_release()
 
 
 def test_the_state_file_says_when_the_last_shutdown_started_and_ended(tmp_path: Path) -> None:
-    shutdown = manager(tmp_path, FakePods([]), shutdownplan.groups(30, 10, ()), Clock())
+    shutdown = manager(
+        tmp_path,
+        FakePods([]),
+        shutdownplan.groups(30, 10, ()),
+        FakeClock(mono=100.0, wall=1_700_000_000),
+    )
     shutdown.started()
     doc = json.loads((tmp_path / "graceful_node_shutdown_state").read_text())
     assert doc == {"startTime": "2023-11-14T22:13:20Z", "endTime": "2023-11-14T22:13:20Z"}

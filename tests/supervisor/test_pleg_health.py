@@ -4,6 +4,7 @@ last relist, 10 while runtime events flow), and the ``pleg:`` line of ``pkletd s
 from __future__ import annotations
 
 from pkletd.ipc.bus.messages import PlegMode, PlegModeChanged
+from pkletd.ipc.clock import FakeClock
 from pkletd.supervisor.cli import format_status
 from pkletd.supervisor.node.cluster import EVENTED_PLEG_HEALTHY_S, PLEG_HEALTHY_S, NodeState
 from pkletd.supervisor.pods.events import EventRecorder
@@ -12,45 +13,37 @@ EVENTED = PlegModeChanged(PlegMode.EVENTED)
 LOST = PlegModeChanged(PlegMode.RELISTING, "UNAVAILABLE: connection refused")
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def node(clock: Clock) -> NodeState:
+def node(clock: FakeClock) -> NodeState:
     return NodeState("n1", False, EventRecorder(), clock)
 
 
 def test_relisting_pleg_is_healthy_for_three_minutes_after_a_relist() -> None:
-    clock = Clock()
+    clock = FakeClock(mono=100.0)
     state = node(clock)
-    clock.now += PLEG_HEALTHY_S - 1
+    clock.mono += PLEG_HEALTHY_S - 1
     assert state.pleg_ok()
-    clock.now += 1
+    clock.mono += 1
     assert not state.pleg_ok()
     state.relisted()
     assert state.pleg_ok()
 
 
 def test_evented_pleg_is_healthy_for_ten_minutes_after_a_relist() -> None:
-    clock = Clock()
+    clock = FakeClock(mono=100.0)
     state = node(clock)
     state.pleg_mode(EVENTED)
-    clock.now += EVENTED_PLEG_HEALTHY_S - 1
+    clock.mono += EVENTED_PLEG_HEALTHY_S - 1
     assert state.pleg_ok()
-    clock.now += 1
+    clock.mono += 1
     assert not state.pleg_ok()
 
 
 def test_a_fallback_applies_the_relisting_threshold_at_once() -> None:
     """As the kubelet's evented PLEG does when it falls back to the generic one."""
-    clock = Clock()
+    clock = FakeClock(mono=100.0)
     state = node(clock)
     state.pleg_mode(EVENTED)
-    clock.now += 240  # a relist is due every 5 minutes
+    clock.mono += 240  # a relist is due every 5 minutes
     assert state.pleg_ok()
     state.pleg_mode(LOST)
     assert not state.pleg_ok()
@@ -59,10 +52,10 @@ def test_a_fallback_applies_the_relisting_threshold_at_once() -> None:
 
 
 def test_status_says_the_mode_why_it_relists_and_when_it_last_did() -> None:
-    clock = Clock()
+    clock = FakeClock(mono=100.0)
     state = node(clock)
     state.pleg_mode(LOST)
-    clock.now += 2
+    clock.mono += 2
     shown = state.status()["pleg"]
     assert shown == {
         "mode": "relisting",

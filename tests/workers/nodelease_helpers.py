@@ -1,7 +1,6 @@
-"""Fakes for the node-lease worker: a clock that steps, the API in memory, the CRI calls.
+"""Fakes for the node-lease worker: the API in memory, the CRI calls.
 
-``FakeClock.wait`` advances time instead of sleeping and records each wait, so a test
-sees the back-off a loop used. ``FakeNodeApi`` keeps Nodes and Leases as the API
+``FakeNodeApi`` keeps Nodes and Leases as the API
 server would (uids, resourceVersions, 404/409, strategic merge of status patches, by
 the test API server's own merge code), records every call, and fails the next call of
 a method on request.
@@ -11,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,28 +31,6 @@ CNI_DOWN = RuntimeCondition(
     "NetworkPluginNotReady",
     "Network plugin returns error: cni plugin not initialized",
 )
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 0.0
-        self.waits: list[float] = []
-
-    def now(self) -> float:
-        return T0 + self.t
-
-    def monotonic(self) -> float:
-        return self.t
-
-    def wait(self, stop: threading.Event, seconds: float) -> bool:
-        if stop.is_set():
-            return True
-        self.waits.append(seconds)
-        self.t += seconds
-        return stop.is_set()
-
-    def step(self, seconds: float) -> None:
-        self.t += seconds
 
 
 class FakeRuntime:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pkletd.ipc.clock import FakeClock
 from pkletd.ipc.nodestats.cgroupstats import CgroupReader
 from pkletd.ipc.nodestats.summary import NodePaths, SummaryProvider
 from pkletd.ipc.runtime.cri import ContainerID, ContainerStatsInfo, CriError, FilesystemUsage
@@ -30,17 +31,6 @@ NET_DEV = "\n".join(
         "",
     ]
 )
-
-
-class FakeClock:
-    def __init__(self, now: float = 1_700_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def step(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @dataclass

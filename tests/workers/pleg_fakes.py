@@ -125,14 +125,6 @@ class FakeSource:
         self.closed = True
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def take_inbox(pleg: Pleg, timeout: float = 10.0) -> None:
     """Wait (with a deadline) until the stream's thread handed the loop something; take it."""
     (fd,) = pleg.fds()

@@ -8,6 +8,7 @@ from typing import Any
 
 from pkletd.ipc.apiclient.jobs import InlineJobs
 from pkletd.ipc.bus.sender import FakeSender
+from pkletd.ipc.clock import FakeClock
 from pkletd.workers.statusmanager import Options, StatusManager
 from pkletd.workers.statusmanager.context import ApiAccess
 from pkletd.workers.statusmanager.fakecalls import FakeCalls
@@ -133,41 +134,30 @@ def event(
     }
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def time(self) -> float:
-        return T0 + self.now
-
-
 class Rig:
     """A status manager on FakeCalls, its calls run inline, stepped on a fake clock."""
 
     def __init__(self, calls: FakeCalls | None = None, **options: Any) -> None:
         self.calls = calls or FakeCalls()
         self.bus = FakeSender()
-        self.clock = FakeClock()
+        self.clock = FakeClock(mono=1000.0, wall=T0 + 1000.0)
         self.jobs, self.event_jobs = InlineJobs(), InlineJobs()
         settings = Options(50, 100, 50, 100, **options)
         api = ApiAccess(self.calls, self.calls, self.jobs, self.event_jobs)
         self.worker = StatusManager(self.bus, api, NODE, settings, self.clock)
-        self.next_due = self.clock.now
+        self.next_due = self.clock.mono
 
     def settle(self) -> None:
         """Tick and hand back outcomes until the worker starts nothing more."""
         for _ in range(100):
-            self.next_due = self.worker.tick(self.clock.now)
+            self.next_due = self.worker.tick(self.clock.mono)
             if not self.jobs.pending() and not self.event_jobs.pending():
                 return
             self.worker.on_readable(self.jobs.fileno())
         raise AssertionError("the worker does not settle")
 
     def advance(self, seconds: float) -> None:
-        self.clock.now += seconds
+        self.clock.step(seconds)
         self.settle()
 
     def close(self) -> None:

@@ -21,6 +21,7 @@ from pkletd.ipc.bus.messages import (
     Snapshot,
 )
 from pkletd.ipc.bus.sender import FakeSender
+from pkletd.ipc.clock import FakeClock
 from pkletd.workers.eviction.podusage import local_volume_names, pod_usage
 from pkletd.workers.eviction.signals import Reading
 from pkletd.workers.eviction.thresholds import Amount, Observation, Signal, Threshold
@@ -29,14 +30,6 @@ from pkletd.workers.eviction.worker import EvictionWorker, Options, Phase
 GI = 2**30
 MEMORY = Threshold(Signal.MEMORY, Amount("1Gi"))
 NODEFS = Threshold(Signal.NODEFS, Amount("10%"))
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Signals:
@@ -79,17 +72,17 @@ def summary_pod(uid: str, working_set: int) -> dict[str, Any]:
 
 def started(
     signals: Signals, usage: Usage, *thresholds: Threshold
-) -> tuple[EvictionWorker, FakeSender, Clock]:
-    bus, clock = FakeSender(), Clock()
+) -> tuple[EvictionWorker, FakeSender, FakeClock]:
+    bus, clock = FakeSender(), FakeClock(mono=1000.0)
     worker = EvictionWorker(bus, signals, usage, Options(thresholds, 300.0, 10.0), clock)
     worker.on_snapshot(Snapshot(0, [api_pod("a"), api_pod("b")], {}))
     return worker, bus, clock
 
 
-def settle(worker: EvictionWorker, clock: Clock) -> None:
+def settle(worker: EvictionWorker, clock: FakeClock) -> None:
     """Run the worker's loop until its thread has nothing under way."""
     for _ in range(10):
-        worker.tick(clock.now)
+        worker.tick(clock.mono)
         if worker._phase not in (Phase.READING, Phase.MEASURING):
             return
         ready, _, _ = select.select(list(worker.fds()), [], [], 5.0)
@@ -120,7 +113,7 @@ def test_a_quiet_round_reports_the_signals_only(closing: Any) -> None:
         {"signal": "memory.available", "value": "1Gi", "grace_s": 0.0, "quantity": GI, "met": False}
     ]
     assert observed.conditions == []
-    assert worker.tick(clock.now) == clock.now + 10.0  # the next round, a period on
+    assert worker.tick(clock.mono) == clock.mono + 10.0  # the next round, a period on
 
 
 def test_memory_pressure_asks_the_parent_to_evict(closing: Any) -> None:
@@ -137,9 +130,9 @@ def test_memory_pressure_asks_the_parent_to_evict(closing: Any) -> None:
     assert usage.asked == [True]  # memory needs no disk usage
     # the parent evicts b: the next round waits for its containers to stop
     worker.on_broadcast(PodStatusUpdated(api_pod("b", "Failed", "Evicted")))
-    assert worker.tick(clock.now) == clock.now + 30.0
+    assert worker.tick(clock.mono) == clock.mono + 30.0
     worker.on_broadcast(PodStatusUpdated(api_pod("b", "Failed", "Evicted", running=False)))
-    worker.tick(clock.now)
+    worker.tick(clock.mono)
     assert worker._phase is Phase.READING  # at once, as the kubelet after a cleanup
 
 
@@ -149,8 +142,8 @@ def test_no_eviction_seen_means_the_next_round_a_period_on(closing: Any) -> None
     )
     closing(worker)
     settle(worker, clock)
-    assert worker.tick(clock.now) == clock.now + 10.0
-    clock.now += 10.0
+    assert worker.tick(clock.mono) == clock.mono + 10.0
+    clock.mono += 10.0
     settle(worker, clock)
     assert bus.kinds().count("EvictionNeeded") == 2
 
@@ -170,7 +163,7 @@ def test_disk_pressure_on_one_filesystem_reclaims_first(closing: Any) -> None:
     worker.on_broadcast(collected(reclaim=True))
     settle(worker, clock)
     assert "EvictionNeeded" not in bus.kinds()  # the reclaim was enough
-    assert worker.tick(clock.now) == clock.now + 10.0
+    assert worker.tick(clock.mono) == clock.mono + 10.0
 
 
 def test_reclaim_that_is_not_enough_leads_to_an_eviction(closing: Any) -> None:
@@ -201,7 +194,7 @@ def test_a_reclaim_never_reported_is_given_up(closing: Any) -> None:
     worker, bus, clock = started(Signals(reading(Signal.NODEFS, 5, 100)), Usage([]), NODEFS)
     closing(worker)
     settle(worker, clock)
-    clock.now += 120.0
+    clock.mono += 120.0
     settle(worker, clock)
     assert bus.kinds()[-1] == "EvictionNeeded"
 
@@ -212,18 +205,18 @@ def test_an_evicted_pod_forgotten_starts_the_next_round(closing: Any) -> None:
     settle(worker, clock)
     worker.on_broadcast(PodStatusUpdated(api_pod("a", "Failed", "Evicted")))
     worker.on_broadcast(PodForgotten("a"))
-    worker.tick(clock.now)
+    worker.tick(clock.mono)
     assert worker._phase is Phase.READING
 
 
 def test_a_restarted_worker_waits_for_a_pod_still_being_evicted(closing: Any) -> None:
-    bus, clock = FakeSender(), Clock()
+    bus, clock = FakeSender(), FakeClock(mono=1000.0)
     signals = Signals(reading(Signal.MEMORY, GI // 2, 8 * GI))
     worker = EvictionWorker(bus, signals, Usage([]), Options((MEMORY,), 300.0, 10.0), clock)
     closing(worker)
     stopping = api_pod("a", "Failed", "Evicted")
     worker.on_snapshot(Snapshot(0, [stopping, api_pod("b")], {}))
-    assert worker.tick(clock.now) == clock.now + 30.0  # no round until a has stopped
+    assert worker.tick(clock.mono) == clock.mono + 30.0  # no round until a has stopped
     assert bus.sent == []
     worker.on_broadcast(PodStatusUpdated(api_pod("a", "Failed", "Evicted", running=False)))
     settle(worker, clock)

@@ -17,6 +17,7 @@ from pkletd.ipc.bus.messages import (
     Snapshot,
 )
 from pkletd.ipc.bus.sender import FakeSender
+from pkletd.ipc.clock import FakeClock
 from pkletd.ipc.nodestats.fsusage import FsCapacity
 from pkletd.supervisor.pods.fakeruntime import FakeRuntime
 from pkletd.workers.imagegc.containers import ContainerCollector, pod_uid_of
@@ -28,14 +29,6 @@ from tests.gc_helpers import IMAGE, run_pod
 
 HOUR_NS = 3600 * 10**9
 LATER_NS = 1_800_000_000 * 10**9  # well after every fake creation time
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def disk(capacity: int, available: int) -> Any:
@@ -52,7 +45,9 @@ def runtime() -> FakeRuntime:
 
 
 def collect(runtime: FakeRuntime, logs: Path, known: set[str], **policy: Any) -> GarbageFound:
-    collector = ContainerCollector(runtime, ContainerPolicy(**policy), logs, lambda: LATER_NS)
+    collector = ContainerCollector(
+        runtime, ContainerPolicy(**policy), logs, FakeClock(wall=LATER_NS / 10**9)
+    )
     return collector.collect(known)
 
 
@@ -75,11 +70,14 @@ def test_young_dead_containers_stay_under_a_minimum_age(
     web = run_pod(runtime, tmp_path, "u1")
     web.instances(3)
     collector = ContainerCollector(
-        runtime, ContainerPolicy(min_age_s=3600), tmp_path, lambda: LATER_NS
+        runtime, ContainerPolicy(min_age_s=3600), tmp_path, FakeClock(wall=LATER_NS / 10**9)
     )
     assert len(collector.collect({"u1"}).containers) == 1
     young = ContainerCollector(
-        runtime, ContainerPolicy(min_age_s=3600), tmp_path, lambda: LATER_NS - 10**18
+        runtime,
+        ContainerPolicy(min_age_s=3600),
+        tmp_path,
+        FakeClock(wall=(LATER_NS - 10**18) / 10**9),
     )
     assert young.collect({"u1"}).containers == []
 
@@ -178,12 +176,12 @@ def image_ids(found: GarbageFound) -> list[str]:
 def test_over_the_high_threshold_unused_images_are_proposed(tmp_path: Path) -> None:
     runtime = images_runtime(tmp_path)
     policy = ImagePolicy(high_threshold_percent=85, low_threshold_percent=80, min_age_s=0)
-    found = ImageCollector(runtime, policy, disk(1000, 100), Clock()).collect()
+    found = ImageCollector(runtime, policy, disk(1000, 100), FakeClock(mono=1000.0)).collect()
     assert found.collection is GarbageKind.IMAGES and found.error == ""
     assert sorted(image_ids(found)) == ["sha256:old:1", "sha256:older:1"]
     assert found.wanted_bytes == 1000 * 20 // 100 - 100  # down to 80%
     assert found.image_fs == {"capacity_bytes": 1000, "available_bytes": 100, "usage_percent": 90}
-    under = ImageCollector(runtime, policy, disk(1000, 200), Clock()).collect()
+    under = ImageCollector(runtime, policy, disk(1000, 200), FakeClock(mono=1000.0)).collect()
     assert under.images == [] and under.wanted_bytes == 0  # 80% used: under 85%
 
 
@@ -194,14 +192,14 @@ def remove_containers(runtime: FakeRuntime, uid: str) -> None:
 
 def test_least_recently_used_first_never_used_before_all(tmp_path: Path) -> None:
     runtime = images_runtime(tmp_path)
-    clock = Clock()
+    clock = FakeClock(mono=1000.0)
     collector = ImageCollector(runtime, ImagePolicy(min_age_s=0), disk(100, 1), clock)
     collector.collect()  # dead:1 and running:1 in use
     remove_containers(runtime, "u2")
-    clock.now += 60
+    clock.mono += 60
     collector.collect()  # running:1 still in use, a minute later
     remove_containers(runtime, "u1")
-    clock.now += 60
+    clock.mono += 60
     found = image_ids(collector.collect())
     assert set(found[:2]) == {"sha256:old:1", "sha256:older:1"}  # never used
     assert found[2:] == ["sha256:dead:1", "sha256:running:1"]
@@ -209,24 +207,24 @@ def test_least_recently_used_first_never_used_before_all(tmp_path: Path) -> None
 
 def test_images_younger_than_the_minimum_age_stay(tmp_path: Path) -> None:
     runtime = images_runtime(tmp_path)
-    clock = Clock()
+    clock = FakeClock(mono=1000.0)
     collector = ImageCollector(runtime, ImagePolicy(min_age_s=120), disk(100, 1), clock)
     assert collector.collect().images == []  # first detected now
-    clock.now += 119
+    clock.mono += 119
     assert collector.collect().images == []
-    clock.now += 1
+    clock.mono += 1
     assert sorted(image_ids(collector.collect())) == ["sha256:old:1", "sha256:older:1"]
 
 
 def test_images_unused_past_the_maximum_age_expire_whatever_the_usage(tmp_path: Path) -> None:
     runtime = images_runtime(tmp_path)
-    clock = Clock()
+    clock = FakeClock(mono=1000.0)
     policy = ImagePolicy(min_age_s=10, max_age_s=100)
     collector = ImageCollector(runtime, policy, disk(100, 90), clock)  # 10% used
     assert collector.collect().images == []
-    clock.now += 100
+    clock.mono += 100
     assert collector.collect().images == []  # not yet running for longer than the max age
-    clock.now += 1
+    clock.mono += 1
     found = collector.collect()
     assert found.wanted_bytes == 0
     assert all(i["expired"] for i in found.images)
@@ -235,7 +233,9 @@ def test_images_unused_past_the_maximum_age_expire_whatever_the_usage(tmp_path: 
 
 def test_a_reclaim_asks_for_every_unused_image_old_enough(tmp_path: Path) -> None:
     runtime = images_runtime(tmp_path)
-    collector = ImageCollector(runtime, ImagePolicy(min_age_s=0), disk(100, 90), Clock())
+    collector = ImageCollector(
+        runtime, ImagePolicy(min_age_s=0), disk(100, 90), FakeClock(mono=1000.0)
+    )
     found = collector.collect(reclaim=True)
     assert found.reclaim and found.wanted_bytes == RECLAIM_ALL
     assert sorted(image_ids(found)) == ["sha256:old:1", "sha256:older:1"]
@@ -243,7 +243,9 @@ def test_a_reclaim_asks_for_every_unused_image_old_enough(tmp_path: Path) -> Non
 
 def test_an_image_filesystem_of_no_capacity_is_an_error(tmp_path: Path) -> None:
     runtime = images_runtime(tmp_path)
-    found = ImageCollector(runtime, ImagePolicy(min_age_s=0), disk(0, 0), Clock()).collect()
+    found = ImageCollector(
+        runtime, ImagePolicy(min_age_s=0), disk(0, 0), FakeClock(mono=1000.0)
+    ).collect()
     assert found.error == INVALID_CAPACITY and found.images == []
 
 

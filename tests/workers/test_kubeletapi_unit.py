@@ -17,6 +17,7 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from pkletd.ipc import tlsnames
+from pkletd.ipc.clock import FakeClock
 from pkletd.workers.http import authz, crilog, selfsigned
 from pkletd.workers.http.authn import (
     ANONYMOUS,
@@ -113,16 +114,8 @@ def test_webhook_authorizer_caches_allowed_and_denied_answers_apart() -> None:
 # --- the review cache ----------------------------------------------------------------------
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_ttl_cache_keeps_answers_for_their_ttl_and_not_errors() -> None:
-    clock = Clock()
+    clock = FakeClock(mono=100.0)
     cache: TtlCache[str, bool] = TtlCache(lambda ok: 10.0 if ok else 1.0, clock=clock)
     calls: list[str] = []
 
@@ -138,7 +131,7 @@ def test_ttl_cache_keeps_answers_for_their_ttl_and_not_errors() -> None:
         assert await cache.get("yes", lambda: answer("yes", True))
         assert await cache.get("yes", lambda: answer("yes", True))
         assert not await cache.get("no", lambda: answer("no", False))
-        clock.now += 2
+        clock.mono += 2
         assert not await cache.get("no", lambda: answer("no", False))  # 1 s: asked again
         assert await cache.get("yes", lambda: answer("yes", True))  # 10 s: still cached
         for _ in range(2):
@@ -561,11 +554,11 @@ def test_http_options_from_the_kubelet_configuration(tmp_path: Path) -> None:
 def test_error_lines_are_throttled() -> None:
     from pkletd.workers.http.authfilter import Throttle
 
-    clock = Clock()
+    clock = FakeClock(mono=100.0)
     throttle = Throttle(10.0, clock)
     assert throttle.due()
     assert not throttle.due()
-    clock.now += 9.9
+    clock.mono += 9.9
     assert not throttle.due()
-    clock.now += 0.2
+    clock.mono += 0.2
     assert throttle.due()

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from pkletd.ipc.clock import FakeClock
 from pkletd.ipc.runtime.cri import CriError
 from pkletd.workers.logrotator import (
     RotatePolicy,
@@ -58,7 +59,7 @@ def test_split_unused_follows_the_kubelet() -> None:
 
 def test_rotate_renames_the_live_log_and_reopens_it(log: Path) -> None:
     runtime = FakeRuntime(log)
-    rotated = rotate(runtime, "cid", str(log), RotatePolicy(1, 5), clock=lambda: T0)
+    rotated = rotate(runtime, "cid", str(log), RotatePolicy(1, 5), clock=FakeClock(wall=T0))
     assert rotated == f"{log}.20240305-140709"
     assert runtime.reopened == ["cid"]
     assert files(log.parent) == ["0.log", "0.log.20240305-140709"]
@@ -71,7 +72,7 @@ def test_older_rotated_files_are_compressed_and_the_excess_removed(log: Path) ->
     policy = RotatePolicy(max_size=1, max_files=3)
     for i in range(4):
         write_log(log, f"line {i}\n")
-        rotate(runtime, "cid", str(log), policy, clock=lambda i=i: T0 + 60 * i)
+        rotate(runtime, "cid", str(log), policy, clock=FakeClock(wall=T0 + 60 * i))
         assert len(os.listdir(log.parent)) <= policy.max_files
     # Live file, the newest rotated file as it was, MaxFiles-2 older ones compressed.
     assert files(log.parent) == ["0.log", "0.log.20240305-140909.gz", "0.log.20240305-141009"]
@@ -83,7 +84,7 @@ def test_older_rotated_files_are_compressed_and_the_excess_removed(log: Path) ->
 def test_max_files_two_keeps_only_the_latest_rotated_file(log: Path) -> None:
     runtime = FakeRuntime(log)
     for i in range(3):
-        rotate(runtime, "cid", str(log), RotatePolicy(1, 2), clock=lambda i=i: T0 + i)
+        rotate(runtime, "cid", str(log), RotatePolicy(1, 2), clock=FakeClock(wall=T0 + i))
     assert files(log.parent) == ["0.log", "0.log.20240305-140711"]
 
 
@@ -93,7 +94,7 @@ def test_leftovers_of_an_interrupted_rotation_are_cleaned_up(log: Path) -> None:
     (d / "0.log.20240101-000000.gz").write_bytes(gzip.compress(b"old"))  # compressed, not removed
     (d / "0.log.20240102-000000.gz.tmp").write_text("half")  # a compression cut short
     (d / "1.log.20240101-000000").write_text("another container's")
-    rotate(FakeRuntime(log), "cid", str(log), RotatePolicy(1, 5), clock=lambda: T0)
+    rotate(FakeRuntime(log), "cid", str(log), RotatePolicy(1, 5), clock=FakeClock(wall=T0))
     assert files(d) == [
         "0.log",
         "0.log.20240101-000000.gz",
@@ -104,9 +105,9 @@ def test_leftovers_of_an_interrupted_rotation_are_cleaned_up(log: Path) -> None:
 
 def test_compression_keeps_the_file_mode(log: Path) -> None:
     runtime = FakeRuntime(log)
-    rotate(runtime, "cid", str(log), RotatePolicy(1, 5), clock=lambda: T0)
+    rotate(runtime, "cid", str(log), RotatePolicy(1, 5), clock=FakeClock(wall=T0))
     os.chmod(f"{log}.20240305-140709", 0o600)
-    rotate(runtime, "cid", str(log), RotatePolicy(1, 5), clock=lambda: T0 + 1)
+    rotate(runtime, "cid", str(log), RotatePolicy(1, 5), clock=FakeClock(wall=T0 + 1))
     mode = stat.S_IMODE(os.stat(f"{log}.20240305-140709.gz").st_mode)
     assert mode == 0o600
 
@@ -114,7 +115,7 @@ def test_compression_keeps_the_file_mode(log: Path) -> None:
 def test_a_failed_reopen_puts_the_log_back(log: Path) -> None:
     runtime = FakeRuntime(log, fail=True)
     with pytest.raises(CriError):
-        rotate(runtime, "cid", str(log), RotatePolicy(1, 5), clock=lambda: T0)
+        rotate(runtime, "cid", str(log), RotatePolicy(1, 5), clock=FakeClock(wall=T0))
     assert files(log.parent) == ["0.log"]
     assert "first" in log.read_text()
 

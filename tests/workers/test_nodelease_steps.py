@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+from pkletd.ipc.clock import FakeClock
 from pkletd.workers.nodelease.conditions import ParentHealth
 from pkletd.workers.nodelease.lease import LeaseKeeper
 from pkletd.workers.nodelease.options import NodeLeaseOptions
@@ -17,7 +18,6 @@ from tests.workers.nodelease_helpers import (
     NODE,
     READY_CONDITIONS,
     T0,
-    FakeClock,
     FakeNodeApi,
     FakeRuntime,
     conditions_of,
@@ -40,14 +40,14 @@ def registered(api: FakeNodeApi) -> str:
 
 
 def test_no_lease_before_the_node_exists() -> None:
-    api, clock, outcomes = FakeNodeApi(), FakeClock(), []
+    api, clock, outcomes = FakeNodeApi(), FakeClock(mono=0.0, wall=T0), []
     keeper(api, clock, outcomes).sync(STOP)
     assert api.calls == ["get_lease", "get_node"]
     assert api.leases == {} and outcomes == []
 
 
 def test_lease_is_created_owned_by_the_node_then_renewed_without_a_read() -> None:
-    api, clock, outcomes = FakeNodeApi(), FakeClock(), []
+    api, clock, outcomes = FakeNodeApi(), FakeClock(mono=0.0, wall=T0), []
     uid = registered(api)
     lease = keeper(api, clock, outcomes)
     lease.sync(STOP)
@@ -71,7 +71,7 @@ def test_lease_is_created_owned_by_the_node_then_renewed_without_a_read() -> Non
 
 
 def test_a_known_node_uid_saves_the_read() -> None:
-    api, clock, outcomes = FakeNodeApi(), FakeClock(), []
+    api, clock, outcomes = FakeNodeApi(), FakeClock(mono=0.0, wall=T0), []
     registered(api)
     lease = keeper(api, clock, outcomes)
     lease.set_node_uid("node-uid")
@@ -80,7 +80,7 @@ def test_a_known_node_uid_saves_the_read() -> None:
 
 
 def test_a_conflict_reads_the_lease_again_and_retries() -> None:
-    api, clock, outcomes = FakeNodeApi(), FakeClock(), []
+    api, clock, outcomes = FakeNodeApi(), FakeClock(mono=0.0, wall=T0), []
     registered(api)
     lease = keeper(api, clock, outcomes)
     lease.sync(STOP)
@@ -92,7 +92,7 @@ def test_a_conflict_reads_the_lease_again_and_retries() -> None:
 
 
 def test_failed_renewals_fall_back_to_reading_with_back_off() -> None:
-    api, clock, outcomes = FakeNodeApi(), FakeClock(), []
+    api, clock, outcomes = FakeNodeApi(), FakeClock(mono=0.0, wall=T0), []
     registered(api)
     lease = keeper(api, clock, outcomes)
     lease.sync(STOP)
@@ -112,7 +112,11 @@ class Rig:
     """A status reporter on fakes; ``round_after`` is what its three threads would do."""
 
     def __init__(self, **options: object) -> None:
-        self.api, self.clock, self.outcomes = FakeNodeApi(), FakeClock(), list[Outcome]()
+        self.api, self.clock, self.outcomes = (
+            FakeNodeApi(),
+            FakeClock(mono=0.0, wall=T0),
+            list[Outcome](),
+        )
         self.runtime = FakeRuntime()
         self.probe = RuntimeProbe(self.runtime, self.clock, 5.0)
         self.inputs = Inputs(template(), ParentHealth(alive_at=0.0))

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from pkletd.ipc.clock import FakeClock
 from pkletd.ipc.nodestats import resource
 from pkletd.ipc.nodestats.cadvisor import CadvisorSource, cadvisor_metrics
 from prometheus_client.parser import text_string_to_metric_families
@@ -18,7 +19,6 @@ from tests.workers.nodestats_helpers import (
     MI,
     POD_CGROUP,
     SANDBOX,
-    FakeClock,
     FakeStatsRuntime,
     Node,
     api_pod,
@@ -50,7 +50,7 @@ def series_line(text: str, name: str) -> list[str]:
 
 
 def test_resource_metrics_carry_metrics_servers_names_labels_and_timestamps(node: Node) -> None:
-    text = resource.resource_metrics(node.provider(FakeClock(NOW)), [api_pod()])
+    text = resource.resource_metrics(node.provider(FakeClock(wall=NOW)), [api_pod()])
     found = samples(text)
     [node_cpu] = found["node_cpu_usage_seconds_total"]
     assert node_cpu.value == 50.0 and node_cpu.labels == {}
@@ -76,7 +76,7 @@ def test_resource_text_is_what_metrics_servers_parser_matches(node: Node) -> Non
     """metrics-server matches a series by its name followed by '{' or a space, finds the
     labels by their `name="` prefixes and reads the timestamp in milliseconds; the labels
     come sorted, as the kubelet's Go client writes them."""
-    text = resource.resource_metrics(node.provider(FakeClock(NOW)), [api_pod()])
+    text = resource.resource_metrics(node.provider(FakeClock(wall=NOW)), [api_pod()])
     assert series_line(text, "node_cpu_usage_seconds_total") == [
         "node_cpu_usage_seconds_total 50.0 1700000000000"
     ]
@@ -103,7 +103,7 @@ def test_resource_scrape_error_when_the_node_cannot_be_read(tmp_path: Path) -> N
 
 
 def cadvisor_text(node: Node, runtime: FakeStatsRuntime | None = None) -> str:
-    source = CadvisorSource(node.reader(), runtime, FakeClock(NOW), node.proc, node.base)
+    source = CadvisorSource(node.reader(), runtime, FakeClock(wall=NOW), node.proc, node.base)
     return cadvisor_metrics(source, [api_pod()])
 
 

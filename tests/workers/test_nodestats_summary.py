@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pkletd.ipc.clock import FakeClock
 from pkletd.ipc.nodestats.cgroupstats import CgroupReader, weight_to_shares
 from pkletd.ipc.nodestats.rates import CpuRates
 from pkletd.ipc.nodestats.summary import StatsUnavailable, system_cgroups
@@ -18,7 +19,6 @@ from tests.workers.nodestats_helpers import (
     NODE,
     POD_CGROUP,
     UID,
-    FakeClock,
     FakeStatsRuntime,
     Node,
     api_pod,

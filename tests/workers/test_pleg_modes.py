@@ -24,6 +24,7 @@ from pkletd.ipc.bus.messages import (
     Snapshot,
 )
 from pkletd.ipc.bus.sender import FakeSender
+from pkletd.ipc.clock import FakeClock
 from pkletd.ipc.runtime.events import RuntimeEvent, Topic
 from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.pleg import mode, settle
@@ -31,7 +32,6 @@ from pkletd.workers.pleg.subscriber import Item, Lost, Subscriber
 from pkletd.workers.pleg.worker import Pleg
 
 from tests.workers.pleg_fakes import (
-    FakeClock,
     FakeRuntime,
     FakeSource,
     container,
@@ -60,10 +60,10 @@ class Rig:
         self.pleg.on_snapshot(Snapshot(0, [], {"c1": "running", SANDBOX_PREFIX + "s1": "ready"}))
 
     def tick(self) -> float:
-        return self.pleg.tick(self.clock.now)
+        return self.pleg.tick(self.clock.mono)
 
     def step(self, seconds: float) -> float:
-        self.clock.now += seconds
+        self.clock.mono += seconds
         return self.tick()
 
     def evented(self) -> None:
@@ -111,7 +111,7 @@ def test_a_subscription_proven_by_a_relist_makes_pleg_evented(
     kinds = [type(m) for m in rig.bus.sent]
     assert kinds == [PlegModeChanged, RelistCompleted, PlegModeChanged]
     assert rig.bus.sent[-1] == PlegModeChanged(PlegMode.EVENTED, "")
-    assert due == pytest.approx(rig.clock.now + mode.EVENTED_RELIST_S)
+    assert due == pytest.approx(rig.clock.mono + mode.EVENTED_RELIST_S)
     assert "runtime events subscribed relist_period=300s" in caplog.text
 
 
@@ -196,7 +196,7 @@ def test_an_object_that_never_shows_the_change_is_left_to_the_relist(rig: Rig) -
     take_inbox(rig.pleg)
     due = rig.step(settle.SETTLE_S + 1)
     assert rig.lifecycle() == []
-    assert due == pytest.approx(rig.clock.now - settle.SETTLE_S - 1 + mode.EVENTED_RELIST_S)
+    assert due == pytest.approx(rig.clock.mono - settle.SETTLE_S - 1 + mode.EVENTED_RELIST_S)
 
 
 def test_a_lost_stream_falls_back_at_once_and_comes_back(
@@ -211,7 +211,7 @@ def test_a_lost_stream_falls_back_at_once_and_comes_back(
     assert [type(m) for m in rig.bus.sent] == [PodLifecycleEvent, RelistCompleted, PlegModeChanged]
     assert rig.bus.sent[-1] == PlegModeChanged(PlegMode.RELISTING, "UNAVAILABLE: connection reset")
     assert "falling back to relisting period=1s reason=UNAVAILABLE" in caplog.text
-    assert rig.step(0.5) == pytest.approx(rig.clock.now + 0.5)  # the next relist, at 1 s
+    assert rig.step(0.5) == pytest.approx(rig.clock.mono + 0.5)  # the next relist, at 1 s
     rig.step(mode.RESUBSCRIBE_MIN_S - 0.5)
     assert len(rig.source.streams) == 2
     assert rig.modes()[-1] is PlegMode.EVENTED
@@ -228,11 +228,11 @@ def test_a_runtime_without_events_is_relisted_every_period_and_asked_again_later
         rig.wait_sent(RelistCompleted)
         take_inbox(rig.pleg)
         assert rig.modes() == [PlegMode.RELISTING]
-        attempts = [rig.clock.now]
+        attempts = [rig.clock.mono]
         for _ in range(40):
             rig.step(0.5)
             if len(rig.source.streams) > len(attempts):
-                attempts.append(rig.clock.now)
+                attempts.append(rig.clock.mono)
                 take_inbox(rig.pleg)
         gaps = [b - a for a, b in zip(attempts, attempts[1:], strict=False)]
         assert gaps == [1.0, 2.0, 4.0, 8.0]
@@ -299,8 +299,8 @@ def test_with_events_off_pleg_only_relists(caplog: pytest.LogCaptureFixture) -> 
     rig = Rig(events=False)
     try:
         assert rig.bus.sent == [PlegModeChanged(PlegMode.RELISTING, mode.OFF)]
-        assert rig.tick() == pytest.approx(rig.clock.now + PERIOD)
-        assert rig.step(PERIOD) == pytest.approx(rig.clock.now + PERIOD)
+        assert rig.tick() == pytest.approx(rig.clock.mono + PERIOD)
+        assert rig.step(PERIOD) == pytest.approx(rig.clock.mono + PERIOD)
         assert rig.runtime.lists == 2 and rig.source.streams == []
         assert "runtime events off; relisting period=1s" in caplog.text
     finally:

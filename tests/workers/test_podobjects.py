@@ -35,6 +35,7 @@ from pkletd.ipc.bus.messages import (
 )
 from pkletd.ipc.bus.sender import FakeSender
 from pkletd.ipc.bus.sockets import ParentBus
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock, FakeClock
 from pkletd.workers.podobjects import Options, PodObjects, Strategy, build
 from pkletd.workers.podobjects.calls import ApiCalls
 from pkletd.workers.podobjects.nodettl import TTL_ANNOTATION, object_ttl
@@ -61,7 +62,7 @@ class Agent:
         self,
         server: ApiServer,
         options: Options,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         kubeconfig = server.kubeconfig(user=NODE_USER, groups=["system:nodes"])
         self.calls = ApiCalls(kubeapi.connect(str(kubeconfig), 1000, 1000, pool_size=64))
@@ -124,9 +125,7 @@ def kube(apiserver: ApiServer) -> Iterator[Kube]:
 def agents(apiserver: ApiServer, kube: Kube) -> Iterator[Callable[..., Agent]]:
     made: list[Agent] = []
 
-    def make(
-        server: ApiServer = apiserver, clock: Callable[[], float] = time.time, **options: Any
-    ) -> Agent:
+    def make(server: ApiServer = apiserver, clock: Clock = SYSTEM_CLOCK, **options: Any) -> Agent:
         agent = Agent(server, Options(NODE, **options), clock)
         made.append(agent)
         return agent
@@ -377,8 +376,8 @@ def test_tokens_are_bound_to_the_pod_and_refreshed_at_80_percent(
     agents: Callable[..., Agent], kube: Kube, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    now = [time.time()]
-    agent = agents(clock=lambda: now[0])
+    clock = FakeClock(wall=time.time())
+    agent = agents(clock=clock)
     sources = ({"audience": "vault", "expirationSeconds": 600, "path": "t"}, {"path": "api"})
     web = pod(kube, "web", volumes=volumes(token_volume(*sources)))
     agent.start(web)
@@ -386,17 +385,17 @@ def test_tokens_are_bound_to_the_pod_and_refreshed_at_80_percent(
     by_audience = {t.audience: t for t in agent.tokens()}
     vault, api = by_audience["vault"], by_audience[""]
     assert (vault.expiration_seconds, api.expiration_seconds) == (600, 3600)
-    assert not vault.error and vault.expires_at == pytest.approx(now[0] + 600, abs=5)
+    assert not vault.error and vault.expires_at == pytest.approx(clock.wall + 600, abs=5)
     assert claims(vault.token)["aud"] == ["vault"]
     bound = claims(vault.token)["kubernetes.io"]
     assert bound["pod"] == {"name": "web", "uid": web["metadata"]["uid"]}
     assert bound["serviceaccount"]["name"] == "default"
     assert claims(api.token)["aud"] == ["https://kubernetes.default.svc.cluster.local"]
 
-    now[0] += 0.79 * 600  # not yet: 80 % of its lifetime has not passed
+    clock.step(0.79 * 600)  # not yet: 80 % of its lifetime has not passed
     agent.run_until(lambda: True, "a turn")
     assert len(agent.tokens()) == 2
-    now[0] += 0.02 * 600
+    clock.step(0.02 * 600)
     agent.run_until(lambda: len(agent.tokens()) == 3, "the vault token refreshed")
     fresh = agent.tokens()[-1]
     assert fresh.audience == "vault" and fresh.token != vault.token and not fresh.error

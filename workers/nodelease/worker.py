@@ -20,6 +20,7 @@ from typing import Any
 
 from pkletd.ipc.bus.messages import Message, NodeReported, ParentAlive, Snapshot
 from pkletd.ipc.bus.sender import Sender
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.nodelease.api import NodeApi
 from pkletd.workers.nodelease.conditions import ParentHealth
@@ -28,7 +29,6 @@ from pkletd.workers.nodelease.options import NodeLeaseOptions
 from pkletd.workers.nodelease.outcome import Outcome, Source
 from pkletd.workers.nodelease.reporter import Inputs, StatusReporter
 from pkletd.workers.nodelease.runtime import RuntimeProbe, RuntimeReader
-from pkletd.workers.nodelease.timing import Clock, SystemClock
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class NodeLeaseWorker:
         status_api: NodeApi,
         lease_api: NodeApi,
         options: NodeLeaseOptions,
-        clock: Clock | None = None,
+        clock: Clock = SYSTEM_CLOCK,
         on_close: Callable[[], None] = lambda: None,
     ) -> None:
         self._bus = bus
@@ -93,7 +93,7 @@ class NodeLeaseWorker:
         self._status_api = status_api
         self._lease_api = lease_api
         self._options = options
-        self._clock = clock or SystemClock()
+        self._clock = clock
         self._on_close = on_close
         self._outcomes: Inbox[Outcome | ThreadDied] = Inbox()
         self._stop = threading.Event()

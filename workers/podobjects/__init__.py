@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import ctypes
 import threading
-import time
 from collections.abc import Callable
 
 from pkletd.ipc.apiclient import kubeapi
 from pkletd.ipc.apiclient.jobs import ThreadJobs
 from pkletd.ipc.bus.sender import Sender
 from pkletd.ipc.bus.sockets import WorkerBus
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.workers.lifecycle import WorkerSettings, serve
 from pkletd.workers.podobjects.calls import ApiCalls
 from pkletd.workers.podobjects.nodettl import NodeTtl
@@ -57,7 +57,7 @@ PR_SET_DUMPABLE = 4
 
 
 def build(
-    bus: Sender, calls: ApiCalls, options: Options, clock: Callable[[], float] = time.time
+    bus: Sender, calls: ApiCalls, options: Options, clock: Clock = SYSTEM_CLOCK
 ) -> PodObjects:
     """The worker and its parts; ``clock`` is the wall clock tokens are refreshed by."""
     outbox = Outbox(bus)
