@@ -1,5 +1,6 @@
-"""Fakes for PLEG's unit tests: a runtime, an event source whose streams the test drives,
-a bus that records, a clock the test steps, and a wait for the worker's inbox."""
+"""Fakes for PLEG's unit tests: an event source whose streams the test drives, the
+runtime's sandboxes and containers (for ``FakeRuntime``), and a wait for the worker's
+inbox."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pkletd.ipc.runtime.cri import (
     SandboxState,
 )
 from pkletd.ipc.runtime.events import RuntimeEvent, StreamError
+from pkletd.supervisor.pods.fakeruntime import Call, FakeRuntime
 from pkletd.workers.pleg.worker import Pleg
 
 POD_UID_LABEL = "io.kubernetes.pod.uid"
@@ -51,30 +53,9 @@ def sandbox(sid: str, state: str, uid: str) -> SandboxInfo:
     )
 
 
-class FakeRuntime:
-    """Sandboxes and containers by id; the test changes them between reads."""
-
-    def __init__(self) -> None:
-        self.sandboxes: dict[str, SandboxInfo] = {}
-        self.containers: dict[str, ContainerInfo] = {}
-        self.lists = 0
-        self.closed = False
-
-    def list_sandboxes(self) -> list[SandboxInfo]:
-        self.lists += 1
-        return list(self.sandboxes.values())
-
-    def list_containers(self) -> list[ContainerInfo]:
-        return list(self.containers.values())
-
-    def find_sandbox(self, sandbox_id: str) -> SandboxInfo | None:
-        return self.sandboxes.get(sandbox_id)
-
-    def find_container(self, container_id: str) -> ContainerInfo | None:
-        return self.containers.get(container_id)
-
-    def close(self) -> None:
-        self.closed = True
+def relists(runtime: FakeRuntime) -> int:
+    """How many full relists PLEG made (a ListPodSandbox of every pod)."""
+    return runtime.calls.count(Call("ListPodSandbox", ""))
 
 
 class FakeStream:

@@ -27,14 +27,15 @@ from pkletd.ipc.bus.sender import FakeSender
 from pkletd.ipc.clock import FakeClock
 from pkletd.ipc.runtime.events import RuntimeEvent, Topic
 from pkletd.ipc.wakeup import Inbox
+from pkletd.supervisor.pods.fakeruntime import FakeRuntime
 from pkletd.workers.pleg import mode, settle
 from pkletd.workers.pleg.subscriber import Item, Lost, Subscriber
 from pkletd.workers.pleg.worker import Pleg
 
 from tests.workers.pleg_fakes import (
-    FakeRuntime,
     FakeSource,
     container,
+    relists,
     sandbox,
     take_inbox,
 )
@@ -117,12 +118,12 @@ def test_a_subscription_proven_by_a_relist_makes_pleg_evented(
 
 def test_evented_pleg_relists_every_five_minutes_only(rig: Rig) -> None:
     rig.evented()
-    lists = rig.runtime.lists
+    lists = relists(rig.runtime)
     for _ in range(299):
         rig.step(1.0)
-    assert rig.runtime.lists == lists
+    assert relists(rig.runtime) == lists
     rig.step(1.0)
-    assert rig.runtime.lists == lists + 1
+    assert relists(rig.runtime) == lists + 1
 
 
 def test_an_exit_is_reported_once_the_cri_shows_it(rig: Rig) -> None:
@@ -301,7 +302,7 @@ def test_with_events_off_pleg_only_relists(caplog: pytest.LogCaptureFixture) -> 
         assert rig.bus.sent == [PlegModeChanged(PlegMode.RELISTING, mode.OFF)]
         assert rig.tick() == pytest.approx(rig.clock.mono + PERIOD)
         assert rig.step(PERIOD) == pytest.approx(rig.clock.mono + PERIOD)
-        assert rig.runtime.lists == 2 and rig.source.streams == []
+        assert relists(rig.runtime) == 2 and rig.source.streams == []
         assert "runtime events off; relisting period=1s" in caplog.text
     finally:
         rig.close()
