@@ -31,10 +31,10 @@ from typing import Any
 import pytest
 
 from tests import leaks
-from tests.e2e import Pkletd, dump_logs
 from tests.harness.apiserver import ApiServer, ApiServerConfig
 from tests.harness.apiserver.client import Kube
 from tests.harness.containerd import PrivateContainerd, ensure_installed, remove_all_pods
+from tests.harness.node import Pkletd, dump_logs
 
 # PKLETD_TEST_CONTAINERD_DIR gives concurrent test sessions on one machine their own daemon.
 CONTAINERD_TEST_DIR = Path(os.environ.get("PKLETD_TEST_CONTAINERD_DIR", "/tmp/pkletd-ctr-test"))

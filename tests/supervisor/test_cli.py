@@ -7,7 +7,7 @@ import json
 import pytest
 from pkletd.supervisor.cli import format_status
 
-from tests.e2e import Pkletd, pod_manifest
+from tests.harness.node import Pkletd, pod_manifest
 
 STATUS = {
     "node": {

@@ -24,7 +24,7 @@ from pkletd.workers.httpsource import (
     request_headers,
 )
 
-from tests.unit_helpers import WEB_POD_YAML
+from tests.workers.source_helpers import WEB_POD_YAML
 
 NODE = "node-a"
 URL = "http://127.0.0.1:1/pods"
