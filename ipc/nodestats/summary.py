@@ -52,7 +52,7 @@ class StatsUnavailable(RuntimeError):
 
 
 class StatsRuntime(Protocol):
-    """What the stats ask of the container runtime (``ipc.cri.CriRuntime`` is one)."""
+    """What the stats ask of the container runtime (``ipc.runtime.cri.CriRuntime`` is one)."""
 
     def image_fs_info(self) -> list[FilesystemUsage]: ...
 

@@ -6,7 +6,7 @@ started, and the starts that failed (``kubelet_started_*``, the error's ``code``
 waiting reason); the pods' start-up latency (``podstartup``); and, read from the book
 when asked, what the runtime has (``kubelet_running_pods``: pods with a ready sandbox,
 ``kubelet_running_containers`` by state). Syncs run on pod workers' threads, so every
-count takes a lock (``ipc.metricfamily``).
+count takes a lock (``ipc.bus.metricfamily``).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 
 class ImageFs(Protocol):
-    """What the signals ask of the runtime (``ipc.cri.CriRuntime`` is one)."""
+    """What the signals ask of the runtime (``ipc.runtime.cri.CriRuntime`` is one)."""
 
     def image_fs_info(self) -> list[FilesystemUsage]: ...
 
