@@ -16,10 +16,11 @@ from __future__ import annotations
 import enum
 import logging
 import signal
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,7 @@ class Children:
         names: Iterable[str],
         spawner: Spawner,
         heartbeat_timeout: float,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
         on_ready: Callable[[str], None] = lambda name: None,
     ) -> None:
         self.workers = {name: WorkerProcess(name) for name in names}
@@ -121,7 +122,7 @@ class Children:
 
     def start_all(self) -> None:
         for worker in self.workers.values():
-            self._start(worker, self._clock(), "initial start")
+            self._start(worker, self._clock.monotonic(), "initial start")
 
     def _start(self, worker: WorkerProcess, now: float, why: str) -> None:
         worker.pid = 0
@@ -148,7 +149,7 @@ class Children:
         worker = self.workers.get(name)
         if worker is None or worker.pid != pid or worker.state is not State.STARTING:
             return
-        now = self._clock()
+        now = self._clock.monotonic()
         worker.last_heartbeat = now
         worker._become(State.RUNNING, now, f"ready_after_ms={(now - worker.started_at) * 1000:.1f}")
         self._on_ready(name)
@@ -156,13 +157,13 @@ class Children:
     def heartbeat(self, name: str, pid: int) -> None:
         worker = self.workers.get(name)
         if worker is not None and worker.pid == pid:
-            worker.last_heartbeat = self._clock()
+            worker.last_heartbeat = self._clock.monotonic()
 
     def exited(self, pid: int, code: int) -> None:
         worker = self.by_pid(pid)
         if worker is None:
             return
-        now = self._clock()
+        now = self._clock.monotonic()
         expected = worker.stop_reason not in ("", HUNG)
         worker.last_exit = classify(code, expected)
         worker.last_exit_code = code
@@ -199,18 +200,18 @@ class Children:
         """Graceful restart: SIGTERM now, SIGKILL after the grace, start again at exit."""
         worker = self.workers[name]
         if worker.state is State.BACKOFF:
-            worker.restart_at = self._clock()
+            worker.restart_at = self._clock.monotonic()
         elif worker.pid:
             self._stop(worker, "restart requested")
 
     def _stop(self, worker: WorkerProcess, reason: str) -> None:
         worker.stop_reason = reason
-        worker.kill_at = self._clock() + STOP_GRACE_S
+        worker.kill_at = self._clock.monotonic() + STOP_GRACE_S
         self._spawner.signal(worker.pid, signal.SIGTERM)
 
     def stop_all(self) -> None:
         self.shutting_down = True
-        now = self._clock()
+        now = self._clock.monotonic()
         for worker in self.workers.values():
             if worker.pid:
                 self._stop(worker, "shutdown")
@@ -224,7 +225,7 @@ class Children:
 
     def tick(self) -> float:
         """Act on what is due; return the monotonic time of the next deadline."""
-        now = self._clock()
+        now = self._clock.monotonic()
         deadlines = [now + 1.0]
         for worker in self.workers.values():
             deadlines.append(self._tick_one(worker, now))
@@ -260,7 +261,7 @@ class Children:
         return now + 1.0
 
     def heartbeats_fresh(self) -> bool:
-        now = self._clock()
+        now = self._clock.monotonic()
         return all(
             now - w.last_heartbeat < self._timeout
             for w in self.workers.values()

@@ -2,7 +2,8 @@
 
 Runtime fixtures
     ``containerd``     session-wide private containerd (``tests/harness``) at
-                       ``/tmp/pkletd-ctr-test`` (or ``$PKLETD_TEST_CONTAINERD_DIR``);
+                       ``/tmp/pkletd-ctr-test-<checkout hash>`` (or
+                       ``$PKLETD_TEST_CONTAINERD_DIR``);
                        a running one there is reused.
                        Stopped at session end unless ``PKLETD_KEEP_CONTAINERD=1``
                        (then ``tests/harness/containerd.py down --dir ...`` stops it).
@@ -32,10 +33,10 @@ from typing import Any
 import pytest
 
 from tests import leaks
-from tests.e2e import Pkletd, dump_logs
 from tests.harness.apiserver import ApiServer, ApiServerConfig
 from tests.harness.apiserver.client import Kube
 from tests.harness.containerd import PrivateContainerd, ensure_installed, remove_all_pods
+from tests.harness.node import Pkletd, dump_logs
 
 # PKLETD_TEST_CONTAINERD_DIR gives concurrent test sessions on one machine their own daemon.
 # Each checkout's own daemon by default, so that two checkouts' sessions never remove

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e import REPO
+from tests.harness.node import REPO
 
 UNIT = REPO / "etc" / "pkletd.service"
 INSTALL_PREFIX = "/opt/pkletd"

@@ -23,6 +23,7 @@ import kubernetes.client
 from pkletd.ipc.apiclient import kubeapi
 from pkletd.ipc.apiclient.reflector import Broken, Listed, Reflector, Seen
 from pkletd.ipc.bus.messages import Message, PodsListed, Snapshot
+from pkletd.ipc.bus.sender import Sender
 from pkletd.ipc.bus.sockets import WorkerBus
 from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.lifecycle import WorkerSettings, serve
@@ -54,7 +55,7 @@ def is_mirror(pod: dict[str, Any]) -> bool:
 
 
 class ApiWatcher:
-    def __init__(self, bus: WorkerBus, reflector: Reflector, inbox: Inbox[Seen]) -> None:
+    def __init__(self, bus: Sender, reflector: Reflector, inbox: Inbox[Seen]) -> None:
         self._bus = bus
         self._reflector = reflector
         self._inbox = inbox

@@ -34,6 +34,7 @@ from pkletd.ipc.apimodel.manifests import (
     static_pod,
 )
 from pkletd.ipc.bus.messages import ManifestRejected, Message, PodsListed, Snapshot
+from pkletd.ipc.bus.sender import Sender
 from pkletd.ipc.bus.sockets import WorkerBus
 from pkletd.workers.lifecycle import WorkerSettings, serve
 
@@ -113,7 +114,7 @@ class Inotify:
 
 class FileSource:
     def __init__(
-        self, bus: WorkerBus, root: Path, node_name: str, period: float, inotify: Inotify
+        self, bus: Sender, root: Path, node_name: str, period: float, inotify: Inotify
     ) -> None:
         self._bus = bus
         self._root = root

@@ -44,6 +44,7 @@ from pkletd.ipc.apimodel.manifests import (
     url_origin,
 )
 from pkletd.ipc.bus.messages import ManifestRejected, Message, PodsListed, Snapshot
+from pkletd.ipc.bus.sender import Sender
 from pkletd.ipc.bus.sockets import WorkerBus
 from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.lifecycle import WorkerSettings, serve
@@ -158,7 +159,7 @@ Outcome = tuple[bytes | FetchError, Parsed | None]
 class HttpSource:
     def __init__(
         self,
-        bus: WorkerBus,
+        bus: Sender,
         url: str,
         headers: Headers,
         node_name: str,

@@ -35,13 +35,14 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
 from pkletd.ipc.bus.messages import Message, Snapshot
 from pkletd.ipc.bus.sockets import WorkerBus
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.ipc.runtime.cri import ContainerInfo, ContainerState, CriError, CriRuntime
 from pkletd.workers.lifecycle import WorkerSettings, serve
 
@@ -107,7 +108,7 @@ def rotate(
     container_id: str,
     path: str,
     policy: RotatePolicy,
-    clock: Callable[[], float] = time.time,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> str:
     """Rotate the log at ``path`` now (see the module doc); the rotated file's name."""
     rotated_before = sorted(glob.glob(glob.escape(path) + ".*"))
@@ -121,7 +122,7 @@ def rotate(
     for name in in_use[max(excess, 0) :]:
         if not name.endswith(COMPRESS_SUFFIX):
             compress(name)
-    rotated = f"{path}.{time.strftime(TIMESTAMP_FORMAT, time.localtime(clock()))}"
+    rotated = f"{path}.{time.strftime(TIMESTAMP_FORMAT, time.localtime(clock.time()))}"
     os.rename(path, rotated)
     try:
         runtime.reopen_container_log(container_id)

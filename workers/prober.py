@@ -43,6 +43,7 @@ from pkletd.ipc.bus.messages import (
     ProbeVerdict,
     Snapshot,
 )
+from pkletd.ipc.bus.sender import Sender
 from pkletd.ipc.bus.sockets import WorkerBus
 from pkletd.ipc.runtime import handlers
 from pkletd.ipc.runtime.cri import CriRuntime
@@ -144,7 +145,7 @@ class Metrics:
 
 
 class Prober:
-    def __init__(self, runtime: CriRuntime, bus: WorkerBus) -> None:
+    def __init__(self, runtime: CriRuntime, bus: Sender) -> None:
         self._runtime = runtime
         self._bus = bus
         self._schedules: dict[Key, Schedule] = {}

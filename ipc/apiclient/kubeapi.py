@@ -15,8 +15,7 @@ the fork server loads it only when pkletd joins a cluster.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +23,7 @@ import kubernetes.client
 import kubernetes.config
 import urllib3
 from kubernetes.client.exceptions import ApiException
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 
 USER_AGENT = "pkletd/0.1.0 (linux/amd64) kubernetes/v1.32"
 REQUEST_TIMEOUT_S = 10.0  # a single non-watch call
@@ -37,26 +37,24 @@ class RateLimiter:
         self,
         qps: float,
         burst: int,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._qps = qps
         self._burst = max(1, burst)
         self._tokens = float(self._burst)
         self._clock = clock
-        self._sleep = sleep
-        self._last = clock()
+        self._last = clock.monotonic()
         self._lock = threading.Lock()
 
     def take(self) -> None:
         with self._lock:
-            now = self._clock()
+            now = self._clock.monotonic()
             self._tokens = min(self._burst, self._tokens + (now - self._last) * self._qps)
             self._last = now
             self._tokens -= 1
             wait = -self._tokens / self._qps if self._tokens < 0 else 0.0
         if wait > 0:
-            self._sleep(wait)
+            self._clock.sleep(wait)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,10 +22,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.ipc.nodestats import podrefs, procfs
 from pkletd.ipc.nodestats.cgroupstats import CgroupReader, CgroupSample
 from pkletd.ipc.nodestats.podrefs import PodDict
-from pkletd.ipc.nodestats.rates import Clock, wall_clock
 from pkletd.ipc.nodestats.summary import StatsRuntime
 from pkletd.ipc.runtime.cri import CriError, FilesystemUsage
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -228,7 +228,7 @@ class CadvisorSource:
         self,
         cgroups: CgroupReader,
         runtime: StatsRuntime | None = None,
-        clock: Clock = wall_clock,
+        clock: Clock = SYSTEM_CLOCK,
         proc: Path = procfs.PROC,
         host_root: Path = Path("/"),
     ) -> None:
@@ -240,7 +240,7 @@ class CadvisorSource:
 
     def rows(self, pods: Iterable[PodDict]) -> list[Row]:
         layers = self._layers()
-        now = self.clock()
+        now = self.clock.time()
         host = tuple(procfs.host_interfaces(self.proc))
         rows = [
             self._row(name, ("", name, "", "", "", ""), now, host if name == "/" else ())

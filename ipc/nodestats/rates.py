@@ -13,11 +13,9 @@ cgroup was made anew under the same name) start over.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-Clock = Callable[[], float]  # wall time in seconds, as time.time
 NS_PER_S = 1_000_000_000
 
 
@@ -54,7 +52,3 @@ class CpuRates:
         with self._lock:
             for key in [k for k in self._last if k not in wanted]:
                 del self._last[key]
-
-
-def wall_clock() -> float:
-    return time.time()

@@ -29,11 +29,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.ipc.nodestats import fsusage, podrefs, procfs
 from pkletd.ipc.nodestats.cgroupstats import CgroupReader, CgroupSample, MemoryUsage
 from pkletd.ipc.nodestats.nodememory import node_memory
 from pkletd.ipc.nodestats.podrefs import ContainerRef, PodDict, PodRef
-from pkletd.ipc.nodestats.rates import Clock, CpuRates, wall_clock
+from pkletd.ipc.nodestats.rates import CpuRates
 from pkletd.ipc.runtime.cri import ContainerStatsInfo, CriError, FilesystemUsage
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ class StatsUnavailable(RuntimeError):
 
 
 class StatsRuntime(Protocol):
-    """What the stats ask of the container runtime (``ipc.cri.CriRuntime`` is one)."""
+    """What the stats ask of the container runtime (``ipc.runtime.cri.CriRuntime`` is one)."""
 
     def image_fs_info(self) -> list[FilesystemUsage]: ...
 
@@ -98,7 +99,7 @@ class SummaryProvider:
         paths: NodePaths,
         cgroups: CgroupReader,
         runtime: StatsRuntime | None = None,
-        clock: Clock = wall_clock,
+        clock: Clock = SYSTEM_CLOCK,
         rates: CpuRates | None = None,
     ) -> None:
         self.paths = paths
@@ -128,7 +129,7 @@ class SummaryProvider:
     # --- the node -----------------------------------------------------------------------
 
     def _node(self, only_cpu_and_memory: bool, facts: _RuntimeFacts) -> Json:
-        now = self.clock()
+        now = self.clock.time()
         time = now
         proc = self.paths.proc
         root = self.cgroups.sample("/", now)
@@ -184,7 +185,7 @@ class SummaryProvider:
     # --- pods ---------------------------------------------------------------------------
 
     def _pod(self, ref: PodRef, only_cpu_and_memory: bool, facts: _RuntimeFacts) -> Json:
-        now = self.clock()
+        now = self.clock.time()
         time = now
         containers = [self._container(ref, c, only_cpu_and_memory, facts) for c in ref.containers]
         pod: Json = {
@@ -210,7 +211,7 @@ class SummaryProvider:
     def _container(
         self, pod: PodRef, ref: ContainerRef, only_cpu_and_memory: bool, facts: _RuntimeFacts
     ) -> Json:
-        now = self.clock()
+        now = self.clock.time()
         time = now
         started = ref.started_at if ref.started_at is not None else now
         out: Json = {"name": ref.name, "startTime": started}

@@ -9,21 +9,14 @@ dates it: a monotonic time, one clock for every process of the machine.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 from pkletd.ipc.bus.messages import MetricFamily
 from pkletd.ipc.bus.metricfamily import ALPHA, Histogram, Labels, family
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 
 
 class PlegMetrics:
-    def __init__(
-        self,
-        clock: Callable[[], float] = time.time,
-        monotonic: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
         self._clock = clock
-        self._monotonic = monotonic
         self._duration = Histogram(
             "kubelet_pleg_relist_duration_seconds",
             ALPHA + "Duration in seconds for relisting pods in PLEG.",
@@ -42,7 +35,7 @@ class PlegMetrics:
             self._interval.observe(started - self._last_start)
         self._last_start = started
         self._duration.observe(duration_s)
-        self._last_seen = self._clock() - (self._monotonic() - sent_at)
+        self._last_seen = self._clock.time() - (self._clock.monotonic() - sent_at)
 
     def families(self) -> list[MetricFamily]:
         seen: dict[Labels, float] = {(): self._last_seen} if self._last_seen is not None else {}

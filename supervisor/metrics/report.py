@@ -1,6 +1,6 @@
 """Everything the parent reports at ``/metrics``, gathered into one ``MetricsReport``.
 
-The parent keeps plain counts (``ipc.metricfamily``) where things happen: the pod logic
+The parent keeps plain counts (``ipc.bus.metricfamily``) where things happen: the pod logic
 (``pods.podmetrics``), the CRI calls (``runtimeops``), PLEG's relists (``plegmetrics``),
 the bus (``ParentBus``); the workers' state and costs are read when the report is made
 (``workermetrics``). The agent broadcasts a report every ``REPORT_S`` and when the http

@@ -12,11 +12,11 @@ on each change of a condition) and says what ``pkletd status`` shows of the node
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from pkletd.ipc.bus.messages import NodeReported, PlegMode, PlegModeChanged
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason
 
 PLEG_HEALTHY_S = 180.0  # the kubelet's relist threshold ("PLEG is not healthy")
@@ -41,13 +41,13 @@ class NodeState:
         name: str,
         joined: bool,
         events: EventRecorder,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.name = name
         self.joined = joined  # pkletd runs with a kubeconfig
         self._events = events
         self._clock = clock
-        self._last_relist = clock()  # PLEG gets its threshold from the start
+        self._last_relist = clock.monotonic()  # PLEG gets its threshold from the start
         self._pleg = PlegModeChanged(PlegMode.RELISTING, "not reported yet")
         self._report: NodeReported | None = None
         self._conditions: Mapping[str, str] = {}
@@ -55,7 +55,7 @@ class NodeState:
             self._event(Reason.STARTING, "Starting kubelet.")
 
     def relisted(self) -> None:
-        self._last_relist = self._clock()
+        self._last_relist = self._clock.monotonic()
 
     def pleg_mode(self, changed: PlegModeChanged) -> None:
         self._pleg = changed
@@ -63,7 +63,7 @@ class NodeState:
     def pleg_ok(self) -> bool:
         evented = self._pleg.mode is PlegMode.EVENTED
         threshold = EVENTED_PLEG_HEALTHY_S if evented else PLEG_HEALTHY_S
-        return self._clock() - self._last_relist < threshold
+        return self._clock.monotonic() - self._last_relist < threshold
 
     def reported(self, report: NodeReported) -> None:
         self._report = report
@@ -87,7 +87,7 @@ class NodeState:
             "pleg": {
                 "mode": self._pleg.mode.value,
                 "reason": self._pleg.reason,
-                "relisted_s_ago": self._clock() - self._last_relist,
+                "relisted_s_ago": self._clock.monotonic() - self._last_relist,
                 "healthy": self.pleg_ok(),
             },
         }

@@ -11,20 +11,17 @@ reclaim memory``) for each ``EvictionThresholdMet``.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
 from typing import Any
 
 from pkletd.ipc.bus.messages import EvictionThresholdMet, SignalsObserved
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason
 
 log = logging.getLogger(__name__)
 
 
 class NodePressure:
-    def __init__(
-        self, node_name: str, events: EventRecorder, clock: Callable[[], float] = time.time
-    ) -> None:
+    def __init__(self, node_name: str, events: EventRecorder, clock: Clock = SYSTEM_CLOCK) -> None:
         self._node = node_name
         self._events = events
         self._clock = clock
@@ -42,7 +39,7 @@ class NodePressure:
     def observed(self, message: SignalsObserved) -> bool:
         """Keep the reading; True when the conditions in force changed."""
         before = self.conditions
-        self._last, self._observed_at = message, self._clock()
+        self._last, self._observed_at = message, self._clock.time()
         if self.conditions == before:
             return False
         log.info(

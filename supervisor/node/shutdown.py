@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import enum
 import logging
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from pkletd.ipc.apimodel.podspec import Pod, PodUID
 from pkletd.ipc.bus.messages import InhibitorReported, MetricFamily
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.supervisor.config import KubeletConfig
 from pkletd.supervisor.node import shutdownplan, shutdownstate
 from pkletd.supervisor.node.shutdownplan import Group, assign, pod_grace, requested_s
@@ -84,8 +84,7 @@ class NodeShutdown:
         state: StateFile,
         events: EventRecorder,
         node_name: str,
-        clock: Callable[[], float] = time.monotonic,
-        wall: Callable[[], float] = time.time,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._plan = tuple(plan)
         self._pods = pods
@@ -93,7 +92,6 @@ class NodeShutdown:
         self._events = events
         self._node = node_name
         self._clock = clock
-        self._wall = wall
         self.stage = ShutdownStage.IDLE
         self._times = state.load() if plan else ShutdownTimes()
         self._members: list[list[Pod]] = []
@@ -128,12 +126,12 @@ class NodeShutdown:
             return  # already under way (a restarted worker found logind preparing)
         self._event(DETECTED)
         self._pods.refuse_pods(REFUSED)
-        self._times = ShutdownTimes(start=self._wall())
+        self._times = ShutdownTimes(start=self._clock.time())
         self._state.store(self._times)
         self._members = assign(self._plan, self._pods.active_pods())
         self._group = 0
         self._become(ShutdownStage.STOPPING, "logind announced a shutdown")
-        self._begin_group(self._clock())
+        self._begin_group(self._clock.monotonic())
 
     def cancelled(self) -> None:
         if not self.shutting_down:
@@ -217,7 +215,7 @@ class NodeShutdown:
         self._become(ShutdownStage.DONE, "every group stopped")
 
     def _ended(self) -> None:
-        self._times = ShutdownTimes(self._times.start, self._wall())
+        self._times = ShutdownTimes(self._times.start, self._clock.time())
         self._state.store(self._times)
 
     def _become(self, stage: ShutdownStage, why: str) -> None:

@@ -9,11 +9,9 @@ when a container finished.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
-Clock = Callable[[], float]
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 
 INITIAL_S = 10.0
 CAP_S = 300.0
@@ -30,7 +28,7 @@ class CrashBackoff:
         self,
         initial: float = INITIAL_S,
         cap: float = CAP_S,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._initial = initial
         self._cap = cap
@@ -42,7 +40,7 @@ class CrashBackoff:
         entry = self._entries.get(key)
         if entry is None:
             return 0.0
-        now = self._clock()
+        now = self._clock.time()
         if now - entry.updated > 2 * self._cap:
             del self._entries[key]
             return 0.0
@@ -52,7 +50,7 @@ class CrashBackoff:
         """Record a restart; returns the delay the next one will have to wait."""
         entry = self._entries.get(key)
         delay = self._initial if entry is None else min(entry.delay * 2, self._cap)
-        self._entries[key] = _Entry(delay, self._clock())
+        self._entries[key] = _Entry(delay, self._clock.time())
         return delay
 
     def current(self, key: str) -> float:

@@ -10,7 +10,9 @@ unchanged::
     ...
     assert [c.method for c in runtime.calls] == ["RunPodSandbox", ...]
 
-Containers do not exit by themselves: ``exit(container_id, code)`` does it. An image
+Besides the parent's ``Runtime`` it answers what PLEG and the log rotator read
+(``find_sandbox``, ``find_container``, ``reopen_container_log``), so their tests use it
+too. Containers do not exit by themselves: ``exit(container_id, code)`` does it. An image
 is known by its name; its id is ``sha256:<name>``, its size ``image_sizes`` says (1024 by
 default), and it is pinned if ``pinned`` names it.
 """
@@ -65,6 +67,7 @@ class FakeRuntime(Runtime):  # declared, so the type checker proves it fits
         self.sandbox_image_name = ""  # what the verbose Status would say
         self.log_paths: dict[ContainerID, str] = {}
         self.pulls: list[tuple[str, RegistryAuth | None]] = []  # each PullImage's image and auth
+        self.closed = False
         self._failures: dict[str, list[CriError]] = {}
         self._clock = itertools.count(1_700_000_000_000_000_000, 1_000_000)
         self._ids = itertools.count(1)
@@ -100,6 +103,14 @@ class FakeRuntime(Runtime):  # declared, so the type checker proves it fits
     def list_containers(self, pod_uid: str = "") -> list[ContainerInfo]:
         self._record("ListContainers", pod_uid)
         return [c for c in self.containers.values() if pod_uid in ("", c.pod_uid)]
+
+    def find_sandbox(self, sandbox_id: str) -> SandboxInfo | None:
+        self._record("ListPodSandbox", sandbox_id)
+        return self.sandboxes.get(SandboxID(sandbox_id))
+
+    def find_container(self, container_id: str) -> ContainerInfo | None:
+        self._record("ListContainers", container_id)
+        return self.containers.get(ContainerID(container_id))
 
     def container_status(self, listed: ContainerInfo) -> ContainerInfo:
         self._record("ContainerStatus", listed.id)
@@ -140,6 +151,14 @@ class FakeRuntime(Runtime):  # declared, so the type checker proves it fits
     def sandbox_image(self) -> str:
         self._record("Status", "runtime")
         return self.sandbox_image_name
+
+    def reopen_container_log(self, container_id: str) -> None:
+        """As containerd does it: a fresh, empty file at the container's log path."""
+        self._record("ReopenContainerLog", container_id)
+        path = self.log_paths.get(ContainerID(container_id))
+        if path is None:
+            raise CriError("ReopenContainerLog", container_id, "NOT_FOUND", "no log path")
+        open(path, "a").close()
 
     def exec_sync(self, container_id: str, command: tuple[str, ...], timeout_s: int) -> ExecResult:
         self._record("ExecSync", container_id)
@@ -242,7 +261,7 @@ class FakeRuntime(Runtime):  # declared, so the type checker proves it fits
             self.images.discard(name)
 
     def close(self) -> None:
-        pass
+        self.closed = True
 
     # --- inside ------------------------------------------------------------------
 

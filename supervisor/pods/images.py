@@ -20,9 +20,10 @@ import logging
 import time
 
 from pkletd.ipc.apimodel.podspec import Container, Pod, PodUID
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.ipc.runtime.cri import CriError, ImageInfo, RegistryAuth, SandboxSpec
 from pkletd.supervisor.pods import pullsecrets
-from pkletd.supervisor.pods.backoff import Clock, CrashBackoff
+from pkletd.supervisor.pods.backoff import CrashBackoff
 from pkletd.supervisor.pods.dockerconfig import BadPullSecret
 from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason, go_duration
 from pkletd.supervisor.pods.keyring import Credential
@@ -46,7 +47,7 @@ class ImagePuller:
         events: EventRecorder,
         objects: ApiObjects,
         startup: PodStartup,
-        clock: Clock = time.time,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._runtime = runtime
         self._startup = startup  # told when a pod's pulls start and end
@@ -103,7 +104,7 @@ class ImagePuller:
             )
             key = _key(pod.uid, image)
             self._backoff.restarted(key)
-            self._failed_at[key] = self._clock()
+            self._failed_at[key] = self._clock.time()
             return Waiting(WaitingReason.ERR_IMAGE_PULL, str(exc))
 
     def forget(self, uid: PodUID) -> None:

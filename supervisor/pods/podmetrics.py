@@ -6,19 +6,18 @@ started, and the starts that failed (``kubelet_started_*``, the error's ``code``
 waiting reason); the pods' start-up latency (``podstartup``); and, read from the book
 when asked, what the runtime has (``kubelet_running_pods``: pods with a ready sandbox,
 ``kubelet_running_containers`` by state). Syncs run on pod workers' threads, so every
-count takes a lock (``ipc.metricfamily``).
+count takes a lock (``ipc.bus.metricfamily``).
 """
 
 from __future__ import annotations
 
 import enum
-import time
 
 from pkletd.ipc.apimodel.podspec import Container, Pod
 from pkletd.ipc.bus.messages import MetricFamily
 from pkletd.ipc.bus.metricfamily import ALPHA, Counter, Histogram, Labels, family
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.ipc.runtime.cri import ContainerState, SandboxState
-from pkletd.supervisor.pods.backoff import Clock
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.podstartup import PodStartup
 
@@ -42,7 +41,7 @@ class ContainerType(enum.StrEnum):
 
 
 class PodMetrics:
-    def __init__(self, clock: Clock = time.time) -> None:
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
         self.startup = PodStartup(clock)
         self.sync_duration = Histogram(
             "kubelet_pod_worker_duration_seconds",

@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any
 
 from pkletd.ipc.apimodel.podspec import Pod, PodUID
 from pkletd.ipc.bus.messages import MetricFamily
 from pkletd.ipc.bus.metricfamily import ALPHA, Histogram
-from pkletd.supervisor.pods.backoff import Clock
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.supervisor.pods.types import PodRuntime
 
 # The kubelet's podStartupDurationBuckets.
@@ -68,7 +67,7 @@ class _Start:
 
 
 class PodStartup:
-    def __init__(self, clock: Clock = time.time) -> None:
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
         self._clock = clock
         self._starts: dict[PodUID, _Start] = {}
         self._network_pod_seen = False
@@ -83,7 +82,7 @@ class PodStartup:
         )
 
     def seen(self, pod: Pod) -> None:
-        now = self._clock()
+        now = self._clock.time()
         created = _timestamp(pod.raw.get("metadata", {}).get("creationTimestamp"))
         with self._lock:
             self._starts[pod.uid] = _Start(now, created or now, pod.host_network)
@@ -92,17 +91,17 @@ class PodStartup:
         with self._lock:
             start = self._starts.get(uid)
             if start is not None and start.first_pull is None:
-                start.first_pull = self._clock()
+                start.first_pull = self._clock.time()
 
     def pull_finished(self, uid: PodUID) -> None:
         with self._lock:
             start = self._starts.get(uid)
             if start is not None:
-                start.last_pulled = self._clock()
+                start.last_pulled = self._clock.time()
 
     def status(self, uid: PodUID, api_pod: dict[str, Any], runtime: PodRuntime) -> None:
         """The parent published this status of the pod, from these runtime objects."""
-        now = self._clock()
+        now = self._clock.time()
         status = api_pod.get("status") or {}
         with self._lock:
             start = self._starts.get(uid)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pkletd.ipc.apimodel.podspec import Container, Pod, PodUID
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.ipc.runtime import handlers
 from pkletd.ipc.runtime.cri import (
     ContainerID,
@@ -33,7 +34,7 @@ from pkletd.ipc.runtime.cri import (
     unless_gone,
 )
 from pkletd.supervisor.pods import backoff
-from pkletd.supervisor.pods.backoff import Clock, CrashBackoff
+from pkletd.supervisor.pods.backoff import CrashBackoff
 from pkletd.supervisor.pods.cgroups.podcgroups import PodCgroups
 from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason
 from pkletd.supervisor.pods.images import ImagePuller
@@ -102,7 +103,7 @@ class PodSyncer:
         cgroups: PodCgroups,
         objects: ApiObjects,
         metrics: PodMetrics,
-        clock: Clock = time.time,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._runtime = runtime
         self._metrics = metrics

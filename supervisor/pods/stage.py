@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import enum
 import logging
-import time
-from collections.abc import Callable
 
 from pkletd.ipc.apimodel.podspec import PodUID
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +49,13 @@ class PodLifecycle:
         uid: PodUID,
         name: str,
         stage: PodStage = PodStage.NEW,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.uid = uid
         self.name = name
         self._clock = clock
         self.stage = stage
-        self.since = clock()
+        self.since = clock.time()
 
     def become(self, stage: PodStage, why: str) -> None:
         if stage not in _ALLOWED[self.stage]:
@@ -70,7 +69,7 @@ class PodLifecycle:
             why,
         )
         self.stage = stage
-        self.since = self._clock()
+        self.since = self._clock.time()
 
     def admitted(self) -> bool:
         """Admission let it in (it may have failed since)."""

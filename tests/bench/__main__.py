@@ -35,8 +35,8 @@ from tests.bench.common import (
     clean_runtime,
     progress,
 )
-from tests.e2e import dump_logs
 from tests.harness.containerd import PrivateContainerd, ensure_installed
+from tests.harness.node import dump_logs
 
 BENCH_CONTAINERD_DIR = Path("/tmp/pkletd-ctr-bench")
 STANDALONE = {

@@ -44,9 +44,9 @@ from tests.bench.common import (
     ratio,
     verdict,
 )
-from tests.e2e import BUSYBOX, wait_for
 from tests.harness.apiserver import ApiServer, ApiServerConfig
 from tests.harness.apiserver.client import Kube
+from tests.harness.node import BUSYBOX, wait_for
 
 KUBELET_PER_POD = 2 * 2 + 2 * 2 + 1 + 4  # (GET + PATCH) x 4 writes, DELETE, 4 events
 KUBELET_PER_MINUTE = 6 + 6 + 0.2 + 0.4  # lease, node GET, node PATCH, watch re-lists

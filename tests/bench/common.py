@@ -34,7 +34,6 @@ from typing import Any
 
 from cri_api.v1 import api_pb2
 
-from tests.e2e import Pkletd, wait_for
 from tests.harness.containerd import (
     PrivateContainerd,
     cri_channel,
@@ -44,6 +43,7 @@ from tests.harness.containerd import (
     remove_pod_cgroups,
     runtime_service,
 )
+from tests.harness.node import Pkletd, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = REPO / ".venv" / "bin" / "python"
@@ -202,7 +202,7 @@ def cpu_line(extra: dict[str, float]) -> str:
 
 
 class BenchPkletd(Pkletd):
-    """``tests.e2e.Pkletd`` with an explicit pod-sync parallelism."""
+    """``tests.harness.node.Pkletd`` with an explicit pod-sync parallelism."""
 
     def __init__(self, endpoint: str, parallelism: int) -> None:
         super().__init__(endpoint)

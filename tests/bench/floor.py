@@ -44,8 +44,8 @@ from tests.bench.common import (
     cpu_line,
     percentile,
 )
-from tests.e2e import NODE, dump_logs
 from tests.harness.containerd import PrivateContainerd, cri_channel, runtime_service
+from tests.harness.node import NODE, dump_logs
 
 INIT_EXIT_DEADLINE_S = 60.0
 

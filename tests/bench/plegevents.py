@@ -5,7 +5,7 @@ One pkletd, in two modes: ``evented`` (the default: containerd's event stream, a
 every 5 minutes) and ``relisting`` (``--pleg-runtime-events=false``: a relist every
 second, as the kubelet's generic PLEG; the baseline), switched by restarting it (its pods
 run on and are adopted again). It runs ``--pleg-pods`` (110, a full node) static
-hostNetwork pods of one busybox container (``tests.e2e.pod_manifest``): ``--pleg-pods``
+hostNetwork pods of one busybox container (``tests.harness.node.pod_manifest``): ``--pleg-pods``
 less ``--pleg-batch`` steady ones (a sleep loop, restartPolicy Always) and a batch of
 ``--pleg-batch`` (20) exit pods (the same loop, restartPolicy Never, so an exit stays in
 the status). The batches alternate between the modes in ABBA order, so that the load of
@@ -62,8 +62,8 @@ from tests.bench.common import (
     status_pods,
 )
 from tests.bench.startup import pod_names, run_pkletd
-from tests.e2e import NODE, pod_manifest, wait_for
 from tests.harness.containerd import PrivateContainerd, cri_channel, runtime_service
+from tests.harness.node import NODE, pod_manifest, wait_for
 
 MODES = {"evented": [], "relisting": ["--pleg-runtime-events=false"]}
 WAYS = ("CRI", "status", "/pods")

@@ -43,7 +43,7 @@ from tests.bench.startup import (
     pod_names,
     run_rounds,
 )
-from tests.e2e import BUSYBOX, pod_manifest
+from tests.harness.node import BUSYBOX, pod_manifest
 
 INIT_CONTAINERS = 2
 APP_CONTAINERS = 2

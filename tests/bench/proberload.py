@@ -76,8 +76,8 @@ from tests.bench.common import (
 )
 from tests.bench.proberwhy import explain
 from tests.bench.startup import pod_names
-from tests.e2e import NODE, pod_manifest, wait_for
 from tests.harness.containerd import POD_SUBNET, cri_channel, runtime_service
+from tests.harness.node import NODE, pod_manifest, wait_for
 
 PORT = 8080
 PATH = "/healthz"

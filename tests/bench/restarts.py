@@ -46,8 +46,8 @@ from tests.bench.common import (
     timed_runs,
     verdict,
 )
-from tests.e2e import Pkletd, wait_for
 from tests.harness.containerd import pid_alive
+from tests.harness.node import Pkletd, wait_for
 
 RESTART_POLL_S = 0.001
 # Each status request costs the supervisor's one loop thread ~1 ms with 100 pods:

@@ -1,7 +1,7 @@
 """Figure 1, pod start-up: pkletd against the raw CRI floor (``tests.bench.floor``).
 
 ``--pods`` (100) static hostNetwork pods of one busybox ``sleep`` loop container
-each (``tests.e2e.pod_manifest``, grace 1).
+each (``tests.harness.node.pod_manifest``, grace 1).
 
 * floor: the same pods started by bare CRI calls, RunPodSandbox ->
   CreateContainer -> StartContainer, with pkletd's own requests read back (see
@@ -69,8 +69,8 @@ from tests.bench.floor import (
     run_floor,
     shaped_configs,
 )
-from tests.e2e import NODE, pod_manifest
 from tests.harness.containerd import PrivateContainerd, list_containers, list_pod_sandboxes
+from tests.harness.node import NODE, pod_manifest
 
 WARMUP_PODS = 20
 TARGET_STARTUP_RATIO = 1.3

@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.e2e import wait_for
 from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube
 from tests.harness.containerd import PrivateContainerd
+from tests.harness.node import wait_for
 from tests.soak.node import SoakNode
 from tests.soak.observe import Fingerprint, converge
 from tests.soak.plan import Counts

@@ -18,8 +18,8 @@ from typing import Any
 
 from pkletd.supervisor.children import STABLE_S
 
-from tests.e2e import wait_for
 from tests.harness.containerd import pid_alive
+from tests.harness.node import wait_for
 from tests.soak.context import Soak
 from tests.soak.report import Row, seconds
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.e2e import NODE
+from tests.harness.node import NODE
 from tests.soak.context import Soak, within
 from tests.soak.logtail import LogTail
 from tests.soak.mutate import mutant

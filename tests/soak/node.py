@@ -15,9 +15,9 @@ import signal
 import subprocess
 import time
 
-from tests.e2e import Pkletd, wait_for
 from tests.harness.apiserver import ApiServer
 from tests.harness.containerd import unmount_all
+from tests.harness.node import Pkletd, wait_for
 from tests.soak.service import NotifySocket, Unit
 
 FS_MB = 256

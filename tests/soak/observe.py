@@ -21,9 +21,9 @@ from typing import Any
 
 from cri_api.v1 import api_pb2
 
-from tests.e2e import Pkletd, wait_for
 from tests.harness.apiserver.client import Kube
 from tests.harness.containerd import cri_channel, runtime_service
+from tests.harness.node import Pkletd, wait_for
 
 UID_LABEL = "io.kubernetes.pod.uid"
 CONVERGE_S = 90.0  # the status manager's periodic list (syncFrequency, 1 min) repairs by then

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.e2e import BUSYBOX, NODE, pod_manifest
+from tests.harness.node import BUSYBOX, NODE, pod_manifest
 
 SLEEP = "trap 'exit 0' TERM; while true; do sleep 1; done"
 HTTPD = "mkdir -p /www && echo ok > /www/healthz && exec httpd -f -p 8080 -h /www"

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from tests.bench.common import clean_runtime
-from tests.e2e import dump_logs
 from tests.harness.apiserver import ApiServer, ApiServerConfig
 from tests.harness.apiserver.client import Kube
 from tests.harness.containerd import PrivateContainerd, ensure_installed
+from tests.harness.node import dump_logs
 from tests.soak import busfuzz, bussocket, diskfull, httpfuzz, kills, manifests, runtime
 from tests.soak.context import Soak, within
 from tests.soak.node import SoakNode

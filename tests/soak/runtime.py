@@ -14,7 +14,7 @@ from __future__ import annotations
 import http.client
 import time
 
-from tests.e2e import wait_for
+from tests.harness.node import wait_for
 from tests.soak.context import Soak
 from tests.soak.report import Row, seconds
 

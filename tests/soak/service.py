@@ -23,7 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.e2e import REPO
+from tests.harness.node import REPO
 
 UNIT = REPO / "etc" / "pkletd.service"
 UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid

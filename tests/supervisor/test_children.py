@@ -8,6 +8,7 @@ import signal
 from dataclasses import dataclass, field
 
 import pytest
+from pkletd.ipc.clock import FakeClock
 from pkletd.supervisor import children
 from pkletd.supervisor.children import Children, State, WorkerProcess
 
@@ -27,18 +28,10 @@ class FakeSpawner:
 
 
 @dataclass
-class Clock:
-    now: float = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@dataclass
 class Fixture:
     kids: Children
     spawner: FakeSpawner
-    clock: Clock
+    clock: FakeClock
     ready: list[str]
     pids: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
 
@@ -50,7 +43,7 @@ class Fixture:
         return pid
 
     def advance(self, seconds: float) -> None:
-        self.clock.now += seconds
+        self.clock.mono += seconds
         self.kids.tick()
 
     def worker(self, name: str = "pleg") -> WorkerProcess:
@@ -58,20 +51,20 @@ class Fixture:
 
     def die_quickly(self, code: int = 1) -> float:
         """``pleg`` exits a second after it started; returns how long it must wait."""
-        self.clock.now += 1
+        self.clock.mono += 1
         self.kids.exited(self.worker().pid, code)
-        return self.worker().restart_at - self.clock.now
+        return self.worker().restart_at - self.clock.mono
 
     def respawn(self) -> int:
         """Let ``pleg``'s backoff run out exactly, and bring the new process up."""
-        self.clock.now = max(self.clock.now, self.worker().restart_at)
+        self.clock.mono = max(self.clock.mono, self.worker().restart_at)
         self.kids.tick()
         assert self.worker().state is State.STARTING
         return self.up("pleg")
 
 
 def make(*names: str) -> Fixture:
-    spawner, clock, ready = FakeSpawner(), Clock(), list[str]()
+    spawner, clock, ready = FakeSpawner(), FakeClock(mono=1000.0), list[str]()
     kids = Children(names, spawner, TIMEOUT, clock=clock, on_ready=ready.append)
     return Fixture(kids, spawner, clock, ready)
 
@@ -110,7 +103,7 @@ def test_ready_from_a_stale_pid_is_ignored(f: Fixture) -> None:
 
 def test_running_worker_that_dies_is_restarted_at_once(running: Fixture) -> None:
     f = running
-    f.clock.now += 60
+    f.clock.mono += 60
     f.kids.exited(f.worker().pid, -signal.SIGKILL)
     assert f.worker().state is State.BACKOFF
     assert f.worker().last_exit == "killed by SIGKILL; not expected"
@@ -147,9 +140,9 @@ def test_a_stable_run_resets_the_backoff(running: Fixture) -> None:
     for _ in range(3):
         f.die_quickly()
         f.respawn()
-    f.clock.now += children.STABLE_S
+    f.clock.mono += children.STABLE_S
     f.kids.exited(f.worker().pid, 1)
-    assert f.worker().restart_at == f.clock.now
+    assert f.worker().restart_at == f.clock.mono
 
 
 def test_silent_worker_is_killed_as_hung(running: Fixture) -> None:
@@ -244,9 +237,9 @@ def test_stop_all_stops_a_worker_waiting_in_backoff(running: Fixture) -> None:
 
 def test_as_dict(running: Fixture) -> None:
     f = running
-    f.clock.now += 12.3456
+    f.clock.mono += 12.3456
     pid = f.worker().pid
-    assert f.worker().as_dict(f.clock.now) == {
+    assert f.worker().as_dict(f.clock.mono) == {
         "name": "pleg",
         "pid": pid,
         "state": "running",
@@ -255,7 +248,7 @@ def test_as_dict(running: Fixture) -> None:
         "last_exit": "",
     }
     f.kids.exited(pid, 2)
-    assert f.worker().as_dict(f.clock.now) == {
+    assert f.worker().as_dict(f.clock.mono) == {
         "name": "pleg",
         "pid": 0,
         "state": "backoff",

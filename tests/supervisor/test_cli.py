@@ -8,7 +8,7 @@ import tomllib
 import pytest
 from pkletd.supervisor.cli import format_status, main
 
-from tests.e2e import REPO, Pkletd, pod_manifest
+from tests.harness.node import REPO, Pkletd, pod_manifest
 
 STATUS = {
     "node": {

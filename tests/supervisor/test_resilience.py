@@ -8,8 +8,8 @@ import signal
 
 import pytest
 
-from tests.e2e import Pkletd, pod_manifest, wait_for
 from tests.harness.containerd import cri_channel, runtime_service
+from tests.harness.node import Pkletd, pod_manifest, wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e import BUSYBOX, Pkletd, wait_for
 from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube
+from tests.harness.node import BUSYBOX, Pkletd, wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -7,17 +7,10 @@ from typing import Any
 
 import pytest
 from pkletd.ipc.apiclient.reflector import Broken, Changed, Listed, Reflector, Seen
-from pkletd.ipc.bus.messages import Message, PodsListed, Snapshot
+from pkletd.ipc.bus.messages import PodsListed, Snapshot
+from pkletd.ipc.bus.sender import FakeSender
 from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.apiwatcher import ApiWatcher, source_view
-
-
-class FakeBus:
-    def __init__(self) -> None:
-        self.sent: list[Message] = []
-
-    def send(self, message: Message) -> None:
-        self.sent.append(message)
 
 
 class IdleReflector:
@@ -45,8 +38,8 @@ def api_pod(uid: str, rv: str = "1", phase: str = "Pending", **meta: Any) -> dic
     }  # fmt: skip
 
 
-def watcher() -> tuple[ApiWatcher, FakeBus, Inbox[Seen]]:
-    bus, inbox = FakeBus(), Inbox[Seen]()
+def watcher() -> tuple[ApiWatcher, FakeSender, Inbox[Seen]]:
+    bus, inbox = FakeSender(), Inbox[Seen]()
     worker = ApiWatcher(bus, REFLECTOR, inbox)  # type: ignore[arg-type]
     worker.on_snapshot(Snapshot(0, [], {}))
     return worker, bus, inbox
@@ -58,7 +51,7 @@ def deliver(worker: ApiWatcher, inbox: Inbox[Seen], *items: Seen) -> None:
     worker.on_readable(inbox.fileno())
 
 
-def sets(bus: FakeBus) -> list[list[str]]:
+def sets(bus: FakeSender) -> list[list[str]]:
     return [[p["metadata"]["uid"] for p in m.pods] for m in bus.sent if isinstance(m, PodsListed)]
 
 

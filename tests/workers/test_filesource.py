@@ -10,7 +10,7 @@ import pytest
 from pkletd.ipc.apimodel.manifests import ManifestError, apply_identity, file_origin
 from pkletd.workers.filesource import manifest_paths, read_manifest
 
-from tests.unit_helpers import WEB_POD_YAML
+from tests.workers.source_helpers import WEB_POD_YAML
 
 NODE = "node-a"
 YAML = WEB_POD_YAML

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e import NODE, Pkletd, pod_manifest, wait_for
 from tests.harness.containerd import list_pod_sandboxes
+from tests.harness.node import NODE, Pkletd, pod_manifest, wait_for
 
 pytestmark = pytest.mark.slow
 

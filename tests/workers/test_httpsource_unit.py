@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from pkletd.ipc.apimodel.manifests import ManifestError
 from pkletd.ipc.bus.messages import ManifestRejected, Message, PodsListed, Snapshot
+from pkletd.ipc.bus.sender import FakeSender
 from pkletd.workers.httpsource import (
     MAX_BODY,
     FetchError,
@@ -23,7 +24,7 @@ from pkletd.workers.httpsource import (
     request_headers,
 )
 
-from tests.unit_helpers import WEB_POD_YAML
+from tests.workers.source_helpers import WEB_POD_YAML
 
 NODE = "node-a"
 URL = "http://127.0.0.1:1/pods"
@@ -228,18 +229,6 @@ def test_fetch_connection_refused(server: Server) -> None:
 # --- what the worker sends ----------------------------------------------------------------
 
 
-class FakeBus:
-    def __init__(self) -> None:
-        self.sent: list[Message] = []
-
-    def send(self, message: Message) -> None:
-        self.sent.append(message)
-
-    def take(self) -> list[Message]:
-        sent, self.sent = self.sent, []
-        return sent
-
-
 def names(message: Message) -> list[str]:
     assert isinstance(message, PodsListed) and message.source == "http"
     return [p["metadata"]["name"] for p in message.pods]
@@ -255,8 +244,8 @@ def rejected(messages: list[Message]) -> list[str]:
 
 
 @pytest.fixture
-def source() -> Iterator[tuple[HttpSource, FakeBus]]:
-    bus = FakeBus()
+def source() -> Iterator[tuple[HttpSource, FakeSender]]:
+    bus = FakeSender()
     worker = HttpSource(bus, URL, (), NODE, 20.0)  # type: ignore[arg-type]
     try:
         yield worker, bus
@@ -264,7 +253,7 @@ def source() -> Iterator[tuple[HttpSource, FakeBus]]:
         worker.close()
 
 
-def test_good_bodies_are_sent_once_each(source: tuple[HttpSource, FakeBus]) -> None:
+def test_good_bodies_are_sent_once_each(source: tuple[HttpSource, FakeSender]) -> None:
     worker, bus = source
     worker.on_fetched(POD_YAML.encode())
     (listed,) = bus.take()
@@ -277,7 +266,7 @@ def test_good_bodies_are_sent_once_each(source: tuple[HttpSource, FakeBus]) -> N
 
 
 def test_failures_keep_the_last_set_and_are_reported_once(
-    source: tuple[HttpSource, FakeBus],
+    source: tuple[HttpSource, FakeSender],
 ) -> None:
     worker, bus = source
     worker.on_fetched(POD_YAML.encode())
@@ -299,7 +288,7 @@ def test_failures_keep_the_last_set_and_are_reported_once(
 
 
 def test_an_empty_body_empties_the_set_as_the_kubelet_does(
-    source: tuple[HttpSource, FakeBus],
+    source: tuple[HttpSource, FakeSender],
 ) -> None:
     worker, bus = source
     worker.on_fetched(POD_YAML.encode())
@@ -314,7 +303,7 @@ def test_an_empty_body_empties_the_set_as_the_kubelet_does(
 
 
 def test_a_first_empty_body_still_marks_the_source_seen(
-    source: tuple[HttpSource, FakeBus],
+    source: tuple[HttpSource, FakeSender],
 ) -> None:
     worker, bus = source
     worker.on_fetched(b"")
@@ -322,7 +311,9 @@ def test_a_first_empty_body_still_marks_the_source_seen(
     assert isinstance(listed, PodsListed) and listed.pods == []
 
 
-def test_duplicates_are_reported_and_the_rest_is_sent(source: tuple[HttpSource, FakeBus]) -> None:
+def test_duplicates_are_reported_and_the_rest_is_sent(
+    source: tuple[HttpSource, FakeSender],
+) -> None:
     worker, bus = source
     worker.on_fetched(pod_list(pod("a"), pod("a", labels={"x": "y"}), pod("b")))
     listed, problem = bus.take()
@@ -330,7 +321,7 @@ def test_duplicates_are_reported_and_the_rest_is_sent(source: tuple[HttpSource, 
     assert names(listed) == ["a-node-a", "b-node-a"]
 
 
-def test_a_new_snapshot_sends_the_set_again(source: tuple[HttpSource, FakeBus]) -> None:
+def test_a_new_snapshot_sends_the_set_again(source: tuple[HttpSource, FakeSender]) -> None:
     worker, bus = source
     worker.on_fetched(POD_YAML.encode())
     bus.take()
@@ -341,7 +332,7 @@ def test_a_new_snapshot_sends_the_set_again(source: tuple[HttpSource, FakeBus]) 
 
 
 def test_the_fetch_runs_in_a_thread_and_wakes_the_loop() -> None:
-    bus = FakeBus()
+    bus = FakeSender()
     release = threading.Event()
     calls: list[tuple[str, tuple[tuple[str, str], ...]]] = []
 
@@ -370,7 +361,7 @@ def test_the_fetch_runs_in_a_thread_and_wakes_the_loop() -> None:
 
 
 def test_a_fetcher_bug_is_reported_and_the_next_fetch_still_happens() -> None:
-    bus = FakeBus()
+    bus = FakeSender()
 
     def fetcher(url: str, headers: tuple[tuple[str, str], ...]) -> bytes:
         raise RuntimeError("boom")

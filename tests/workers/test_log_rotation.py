@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e import NODE, Pkletd, pod_manifest, wait_for
+from tests.harness.node import NODE, Pkletd, pod_manifest, wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from pkletd.workers.prober import THREADS
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e import Pkletd, api_pod, condition, free_port, pod_manifest, wait_for
+from tests.harness.node import Pkletd, api_pod, condition, free_port, pod_manifest, wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -17,8 +17,6 @@ it, so none of that runs in the parent; it writes nothing.
 
 from __future__ import annotations
 
-import time
-
 from pkletd.ipc.bus.sockets import WorkerBus
 from pkletd.ipc.nodestats.cgroupstats import CgroupReader
 from pkletd.ipc.nodestats.summary import NodePaths, SummaryProvider
@@ -41,7 +39,7 @@ def main(
     bus = WorkerBus(settings.run_dir, settings.name)
     runtime = CriRuntime(endpoint, runtime_timeout)
     cgroups = CgroupReader()
-    signals = SignalReader(cgroups, paths.root_dir, runtime, paths.proc, time.monotonic)
+    signals = SignalReader(cgroups, paths.root_dir, runtime, paths.proc)
     usage = SummaryProvider(paths, cgroups, runtime)
     try:
         return serve(settings, bus, EvictionWorker(bus, signals, usage, options))

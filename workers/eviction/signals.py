@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.ipc.nodestats import fsusage, procfs
 from pkletd.ipc.nodestats.cgroupstats import CgroupReader
 from pkletd.ipc.nodestats.nodememory import node_memory
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 
 class ImageFs(Protocol):
-    """What the signals ask of the runtime (``ipc.cri.CriRuntime`` is one)."""
+    """What the signals ask of the runtime (``ipc.runtime.cri.CriRuntime`` is one)."""
 
     def image_fs_info(self) -> list[FilesystemUsage]: ...
 
@@ -56,7 +56,7 @@ class SignalReader:
         root_dir: Path,
         runtime: ImageFs,
         proc: Path = procfs.PROC,
-        clock: Callable[[], float] = lambda: 0.0,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._cgroups = cgroups
         self._root_dir = root_dir
@@ -65,7 +65,7 @@ class SignalReader:
         self._clock = clock
 
     def read(self) -> Reading:
-        now = self._clock()
+        now = self._clock.monotonic()
         found: dict[Signal, Observation] = {}
         self._memory(found, now)
         nodefs = fsusage.capacity(self._root_dir)

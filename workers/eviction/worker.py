@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import enum
 import logging
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -46,6 +45,8 @@ from pkletd.ipc.bus.messages import (
     Snapshot,
     ThresholdReading,
 )
+from pkletd.ipc.bus.sender import Sender
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.eviction.manager import Manager, State, Verdict
 from pkletd.workers.eviction.podusage import pod_usage
@@ -66,10 +67,6 @@ IMAGEFS_SIGNALS = (Signal.IMAGEFS, Signal.IMAGEFS_INODES)
 NODEFS_SIGNALS = (Signal.NODEFS, Signal.NODEFS_INODES)
 
 PodDict = Mapping[str, Any]
-
-
-class Sender(Protocol):
-    def send(self, message: Message) -> None: ...
 
 
 class SignalSource(Protocol):
@@ -124,7 +121,7 @@ class EvictionWorker:
         signals: SignalSource,
         usage: UsageSource,
         options: Options,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._bus = bus
         self._signals = signals
@@ -158,7 +155,7 @@ class EvictionWorker:
         stopping = [u for u, p in self._pods.items() if _evicted(p) and _running(p)]
         if stopping:
             self._phase, self._evicting = Phase.EVICTING, stopping[0]
-            self._due = self._clock() + POD_CLEANUP_S
+            self._due = self._clock.monotonic() + POD_CLEANUP_S
 
     def on_broadcast(self, message: Message) -> None:
         if isinstance(message, PodStatusUpdated):
@@ -167,7 +164,7 @@ class EvictionWorker:
         elif isinstance(message, PodForgotten):
             self._pods.pop(message.uid, None)
             if message.uid == self._evicting:
-                self._next_round(self._clock())
+                self._next_round(self._clock.monotonic())
         elif isinstance(message, GarbageCollected) and message.reclaim:
             self._reclaimed.add(message.collection)
             if self._phase is Phase.RECLAIMING and self._reclaimed >= RECLAIMS:
@@ -219,7 +216,7 @@ class EvictionWorker:
         self._phase, self._due, self._evicting = Phase.WAITING, now, ""
 
     def _on_read(self, result: _Read) -> None:
-        now = self._clock()
+        now = self._clock.monotonic()
         if result.after_reclaim:
             self._after_reclaim(result.reading, now)
             return
@@ -287,7 +284,8 @@ class EvictionWorker:
             )
         )
         self._evicted_before = {uid for uid, pod in self._pods.items() if _evicted(pod)}
-        self._phase, self._due = Phase.EVICTING, self._clock() + self._options.monitoring_s
+        self._phase = Phase.EVICTING
+        self._due = self._clock.monotonic() + self._options.monitoring_s
         self._target = None
 
     def _check_cleanup(self) -> None:
@@ -300,10 +298,10 @@ class EvictionWorker:
             if not fresh:
                 return
             self._evicting = fresh[0]
-            self._due = self._clock() + POD_CLEANUP_S
+            self._due = self._clock.monotonic() + POD_CLEANUP_S
         pod = self._pods.get(self._evicting)
         if pod is None or not _running(pod):
-            self._next_round(self._clock())
+            self._next_round(self._clock.monotonic())
 
     def _wait(self, now: float) -> None:
         self._target = None

@@ -6,11 +6,11 @@ server cannot answer), before any route runs, unknown paths included."""
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.workers.http.authn import Authenticator, Unauthenticated, User
 from pkletd.workers.http.authz import Authorizer, attributes
 from pkletd.workers.http.reviews import ReviewUnavailable
@@ -26,13 +26,13 @@ class Throttle:
     """At most one ``due()`` per ``every`` seconds: an API server that is down fails every
     request, and one line says so as well as a thousand."""
 
-    def __init__(self, every: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, every: float, clock: Clock = SYSTEM_CLOCK) -> None:
         self._every = every
         self._clock = clock
         self._last = -every
 
     def due(self) -> bool:
-        now = self._clock()
+        now = self._clock.monotonic()
         if now - self._last < self._every:
             return False
         self._last = now

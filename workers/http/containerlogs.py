@@ -20,12 +20,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.workers.http.crilog import LogOptions, LogReader, stamp_ns
 from pkletd.workers.http.view import NodeView, Pod
 
@@ -178,7 +178,7 @@ def log_file(pods_dir: str, pod: Pod, container: str, previous: bool) -> LogFile
 
 
 class ContainerLogs:
-    def __init__(self, view: NodeView, pods_dir: str, clock: Callable[[], float] = time.time):
+    def __init__(self, view: NodeView, pods_dir: str, clock: Clock = SYSTEM_CLOCK):
         self._view = view
         self._pods_dir = pods_dir
         self._clock = clock
@@ -187,7 +187,7 @@ class ContainerLogs:
         namespace = request.match_info["namespace"]
         name, container = request.match_info["pod"], request.match_info["container"]
         try:
-            options, previous = log_options(request.query, int(self._clock() * 1e9))
+            options, previous = log_options(request.query, int(self._clock.time() * 1e9))
         except BadQuery as exc:
             return web.Response(status=exc.status, text=str(exc), content_type="text/plain")
         pod = self._view.find_pod(namespace, name)

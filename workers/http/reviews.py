@@ -2,10 +2,10 @@
 (``TokenReview``) and may this user do that (``SubjectAccessReview``).
 
 ``Reviewer`` is the seam; ``ApiReviewer`` asks through the official client (built from
-the kubeconfig by ``ipc/kubeapi.connect``, rate limited like every API worker), with a
-timeout on each call; ``NoApiServer`` answers for a standalone node, where nothing can
-review; ``FakeReviewer`` is for tests. Calls block: the server runs them on a small pool
-of threads, never on its event loop.
+the kubeconfig by ``ipc.apiclient.kubeapi.connect``, rate limited like every API
+worker), with a timeout on each call; ``NoApiServer`` answers for a standalone node,
+where nothing can review; ``FakeReviewer`` is for tests. Calls block: the server runs
+them on a small pool of threads, never on its event loop.
 """
 
 from __future__ import annotations

@@ -23,11 +23,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
 
 from aiohttp import web
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.workers.http.upgrade import BUFFER_LIMIT, RawConnection, switch_protocols
 
 log = logging.getLogger(__name__)
@@ -153,15 +153,15 @@ class Splice:
         writer: asyncio.StreamWriter,
         idle_timeout: float,
         path: str,
-        clock: Callable[[], float] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._client = client
         self._reader = reader
         self._writer = writer
         self._idle_timeout = idle_timeout
         self._path = path
-        self._clock = clock or asyncio.get_running_loop().time
-        self._last = self._clock()
+        self._clock = clock
+        self._last = self._clock.monotonic()
 
     async def run(self) -> None:
         tasks = [asyncio.create_task(self._to_runtime()), asyncio.create_task(self._to_client())]
@@ -177,7 +177,7 @@ class Splice:
     async def _to_runtime(self) -> None:
         try:
             while data := await self._client.reader.read(CHUNK):
-                self._last = self._clock()
+                self._last = self._clock.monotonic()
                 self._writer.write(data)
                 await self._writer.drain()
         except OSError:
@@ -186,13 +186,13 @@ class Splice:
     async def _to_client(self) -> None:
         try:
             while data := await self._reader.read(CHUNK):
-                self._last = self._clock()
+                self._last = self._clock.monotonic()
                 await self._client.write(data)
         except OSError:
             pass
 
     async def _watch_idle(self) -> None:
-        while (left := self._last + self._idle_timeout - self._clock()) > 0:
+        while (left := self._last + self._idle_timeout - self._clock.monotonic()) > 0:
             await asyncio.sleep(left)
         log.info("stream closed: idle path=%s idle_timeout=%gs", self._path, self._idle_timeout)
 

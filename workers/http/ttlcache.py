@@ -9,9 +9,10 @@ kept; the oldest go first. Runs on the server's event loop only: no locks.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
+
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -22,7 +23,7 @@ class TtlCache(Generic[K, V]):
         self,
         ttl_of: Callable[[V], float],
         max_entries: int = 4096,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._ttl_of = ttl_of
         self._max = max_entries
@@ -35,7 +36,7 @@ class TtlCache(Generic[K, V]):
 
     async def get(self, key: K, compute: Callable[[], Awaitable[V]]) -> V:
         found = self._answers.get(key)
-        if found is not None and found[0] > self._clock():
+        if found is not None and found[0] > self._clock.monotonic():
             return found[1]
         pending = self._pending.get(key)
         if pending is not None:
@@ -62,4 +63,4 @@ class TtlCache(Generic[K, V]):
         self._answers.pop(key, None)
         while len(self._answers) >= self._max:
             del self._answers[next(iter(self._answers))]
-        self._answers[key] = (self._clock() + ttl, answer)
+        self._answers[key] = (self._clock.monotonic() + ttl, answer)

@@ -7,29 +7,28 @@ only reads, so neither ever waits for the other.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 from pkletd.ipc.bus.messages import MetricFamily
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 
 PARENT_SILENT_S = 10.0
 Pod = dict[str, Any]
 
 
 class NodeView:
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
         self.clock = clock
         self.pods: dict[str, Pod] = {}  # by UID
         self.probe_samples: list[dict[str, Any]] = []
         self.metrics_report: list[MetricFamily] = []  # the parent's last MetricsReport
         self.sync_loop_ok = True
-        self.parent_seen = clock()
+        self.parent_seen = clock.monotonic()
 
     # --- health ------------------------------------------------------------------
 
     def healthy(self) -> bool:
-        return self.sync_loop_ok and self.clock() - self.parent_seen < PARENT_SILENT_S
+        return self.sync_loop_ok and self.clock.monotonic() - self.parent_seen < PARENT_SILENT_S
 
     def unhealthy_reason(self) -> str:
         if not self.sync_loop_ok:

@@ -127,10 +127,10 @@ class HttpWorker:
     def on_snapshot(self, snapshot: Snapshot) -> None:
         self.view.pods = {p["metadata"]["uid"]: p for p in snapshot.pods}
         self.view.probe_samples = snapshot.probe_metrics
-        self.view.parent_seen = self.view.clock()
+        self.view.parent_seen = self.view.clock.monotonic()
 
     def on_broadcast(self, message: Message) -> None:
-        self.view.parent_seen = self.view.clock()
+        self.view.parent_seen = self.view.clock.monotonic()
         if isinstance(message, PodStatusUpdated):
             pods = dict(self.view.pods)
             pods[message.pod["metadata"]["uid"]] = message.pod

@@ -22,12 +22,12 @@ needs (the status of a running pod shows its previous instance), see
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
 from pkletd.ipc.bus.messages import DeadContainer, DeadSandbox, GarbageFound, GarbageKind, PodLogDir
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.ipc.runtime.cri import (
     ContainerInfo,
     ContainerState,
@@ -132,12 +132,12 @@ class ContainerCollector:
         runtime: ContainerRuntime,
         policy: ContainerPolicy,
         logs_root: Path,
-        clock_ns: Callable[[], int] = time.time_ns,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._runtime = runtime
         self._policy = policy
         self._logs_root = logs_root
-        self._clock_ns = clock_ns  # CRI creation times are wall-clock nanoseconds
+        self._clock = clock  # CRI creation times are wall-clock nanoseconds
 
     def collect(self, known: set[str], reclaim: bool = False) -> GarbageFound:
         """One collection's proposal; ``known``: the pods the parent has."""
@@ -147,7 +147,7 @@ class ContainerCollector:
         except CriError as exc:
             return GarbageFound(GarbageKind.CONTAINERS, reclaim, error=exc.rpc_message)
         gone: Gone = lambda uid: uid not in known  # noqa: E731
-        units = evict_units(containers, self._policy.min_age_s, self._clock_ns())
+        units = evict_units(containers, self._policy.min_age_s, int(self._clock.time() * 1e9))
         dead = select_containers(units, self._policy, gone)
         removed = {c.id for c in dead}
         left = [c for c in containers if c.id not in removed]

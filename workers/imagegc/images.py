@@ -23,13 +23,13 @@ restarted kubelet does, so ``imageMinimumGCAge`` holds again and no use is remem
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from pkletd.ipc.bus.messages import GarbageFound, GarbageKind, ImageFsUsage, UnusedImage
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.ipc.nodestats import fsusage
 from pkletd.ipc.runtime.cri import ContainerInfo, CriError, FilesystemUsage, ImageInfo, ListedImage
 from pkletd.workers.imagegc.options import ImagePolicy
@@ -125,13 +125,13 @@ class ImageCollector:
         runtime: ImageRuntime,
         policy: ImagePolicy,
         statfs: Statfs = fsusage.capacity,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._runtime = runtime
         self._policy = policy
         self._statfs = statfs
         self._clock = clock
-        self._began = clock()
+        self._began = clock.monotonic()
         self._records = ImageRecords()
 
     def collect(self, reclaim: bool = False) -> GarbageFound:
@@ -142,7 +142,7 @@ class ImageCollector:
             return GarbageFound(GarbageKind.IMAGES, reclaim, error=exc.rpc_message)
 
     def _decide(self, reclaim: bool) -> GarbageFound:
-        now = self._clock()
+        now = self._clock.monotonic()
         images = self._runtime.list_images()
         in_use = {c.image_ref for c in self._runtime.list_containers()}
         self._records.detect(images, in_use, now)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
 from pkletd.ipc.bus.messages import (
     GarbageFound,
@@ -25,15 +24,12 @@ from pkletd.ipc.bus.messages import (
     ReclaimRequested,
     Snapshot,
 )
+from pkletd.ipc.bus.sender import Sender
 from pkletd.workers.imagegc.containers import ContainerCollector
 from pkletd.workers.imagegc.images import ImageCollector
 from pkletd.workers.imagegc.options import Options
 
 log = logging.getLogger(__name__)
-
-
-class Sender(Protocol):
-    def send(self, message: Message) -> None: ...
 
 
 class GarbageWorker:

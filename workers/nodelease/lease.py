@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from pkletd.ipc.clock import Clock
 from pkletd.workers.nodelease.api import (
     CONFLICT,
     LEASE_NAMESPACE,
@@ -32,7 +33,7 @@ from pkletd.workers.nodelease.api import (
     NodeApi,
 )
 from pkletd.workers.nodelease.outcome import Outcome, Source
-from pkletd.workers.nodelease.timing import Backoff, Clock, micro_time, parse_time
+from pkletd.workers.nodelease.timing import Backoff, micro_time, parse_time
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +130,7 @@ class LeaseKeeper:
     def _retry_update(self, base: Obj, stop: threading.Event) -> bool:
         for _ in range(MAX_UPDATE_RETRIES):
             lease = copy.deepcopy(base)
-            lease.setdefault("spec", {})["renewTime"] = micro_time(self._clock.now())
+            lease.setdefault("spec", {})["renewTime"] = micro_time(self._clock.time())
             self._owned(lease)  # a failure here does not block the renewal
             try:
                 self._latest = self._api.update_lease(lease)
@@ -148,7 +149,7 @@ class LeaseKeeper:
 
     def _renewed(self, written: Obj, sent: Obj) -> None:
         renew = (written.get("spec") or {}).get("renewTime") or sent["spec"]["renewTime"]
-        self._report(Outcome(Source.LEASE, written_at=_seconds(renew, self._clock.now())))
+        self._report(Outcome(Source.LEASE, written_at=_seconds(renew, self._clock.time())))
 
     def _new_lease(self) -> Obj:
         return {
@@ -158,7 +159,7 @@ class LeaseKeeper:
             "spec": {
                 "holderIdentity": self._name,
                 "leaseDurationSeconds": self._duration,
-                "renewTime": micro_time(self._clock.now()),
+                "renewTime": micro_time(self._clock.time()),
             },
         }
 

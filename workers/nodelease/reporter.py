@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
+from pkletd.ipc.clock import Clock
 from pkletd.workers.nodelease.api import CONFLICT, ApiCallFailed, NodeApi
 from pkletd.workers.nodelease.conditions import Limits, ParentHealth, condition
 from pkletd.workers.nodelease.nodestatus import (
@@ -38,7 +39,7 @@ from pkletd.workers.nodelease.nodestatus import (
 from pkletd.workers.nodelease.options import NodeLeaseOptions
 from pkletd.workers.nodelease.outcome import Outcome, Source
 from pkletd.workers.nodelease.runtime import RuntimeProbe
-from pkletd.workers.nodelease.timing import Backoff, Clock
+from pkletd.workers.nodelease.timing import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +201,7 @@ class StatusReporter:
         self._report(
             Outcome(
                 Source.STATUS,
-                written_at=self._clock.now(),
+                written_at=self._clock.time(),
                 node_uid=_uid(node),
                 conditions=tuple((str(c.get("type")), str(c.get("status"))) for c in conditions),
             )
@@ -220,7 +221,7 @@ class StatusReporter:
             limits=self._limits,
             images=view.images,
             max_images=self._options.max_images,
-            wall=self._clock.now(),
+            wall=self._clock.time(),
             mono=self._clock.monotonic(),
         )
 

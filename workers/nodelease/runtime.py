@@ -13,9 +13,9 @@ import threading
 from dataclasses import dataclass
 from typing import Protocol
 
+from pkletd.ipc.clock import Clock
 from pkletd.ipc.runtime.cri import CriError, ListedImage, RuntimeCondition
 from pkletd.workers.nodelease.conditions import RuntimeState, after_status
-from pkletd.workers.nodelease.timing import Clock
 
 log = logging.getLogger(__name__)
 

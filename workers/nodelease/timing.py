@@ -1,42 +1,15 @@
-"""Time for the node-lease worker: a clock seam, back-off, and the API's time formats.
+"""Time for the node-lease worker: back-off, and the API's time formats.
 
-``Clock`` is what the worker's threads ask for time and how they wait (on a stop
-event, so a worker that is closing never sleeps on); ``SystemClock`` is the real one
-and tests pass a fake. ``Backoff`` is the kubelet's doubling with a cap. The formats
-are the API's: ``rfc3339`` for ``metav1.Time`` (whole seconds), ``micro_time`` for a
-Lease's ``renewTime`` (``metav1.MicroTime``), and ``go_duration`` for durations in
-messages, as Go's ``time.Duration.String()`` writes them.
+The worker's threads ask ``pkletd.ipc.clock.Clock`` for time and wait on it (on a stop
+event, so a worker that is closing never sleeps on). ``Backoff`` is the kubelet's
+doubling with a cap. The formats are the API's: ``rfc3339`` for ``metav1.Time`` (whole
+seconds), ``micro_time`` for a Lease's ``renewTime`` (``metav1.MicroTime``), and
+``go_duration`` for durations in messages, as Go's ``time.Duration.String()`` writes them.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import threading
-import time
-from typing import Protocol
-
-
-class Clock(Protocol):
-    def now(self) -> float:
-        """Wall-clock seconds (what the API's timestamps say)."""
-        ...
-
-    def monotonic(self) -> float: ...
-
-    def wait(self, stop: threading.Event, seconds: float) -> bool:
-        """Wait ``seconds`` or until ``stop`` is set; True if it was set."""
-        ...
-
-
-class SystemClock:
-    def now(self) -> float:
-        return time.time()
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def wait(self, stop: threading.Event, seconds: float) -> bool:
-        return stop.wait(max(0.0, seconds))
 
 
 class Backoff:

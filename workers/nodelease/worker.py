@@ -16,9 +16,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from pkletd.ipc.bus.messages import Message, NodeReported, ParentAlive, Snapshot
+from pkletd.ipc.bus.sender import Sender
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.nodelease.api import NodeApi
 from pkletd.workers.nodelease.conditions import ParentHealth
@@ -27,7 +29,6 @@ from pkletd.workers.nodelease.options import NodeLeaseOptions
 from pkletd.workers.nodelease.outcome import Outcome, Source
 from pkletd.workers.nodelease.reporter import Inputs, StatusReporter
 from pkletd.workers.nodelease.runtime import RuntimeProbe, RuntimeReader
-from pkletd.workers.nodelease.timing import Clock, SystemClock
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +36,6 @@ JOIN_S = 2.0  # how long close() waits for each thread
 IDLE_S = 3600.0  # the loop has nothing timed of its own
 
 Obj = dict[str, Any]
-
-
-class Sender(Protocol):
-    def send(self, message: Message) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +85,7 @@ class NodeLeaseWorker:
         status_api: NodeApi,
         lease_api: NodeApi,
         options: NodeLeaseOptions,
-        clock: Clock | None = None,
+        clock: Clock = SYSTEM_CLOCK,
         on_close: Callable[[], None] = lambda: None,
     ) -> None:
         self._bus = bus
@@ -96,7 +93,7 @@ class NodeLeaseWorker:
         self._status_api = status_api
         self._lease_api = lease_api
         self._options = options
-        self._clock = clock or SystemClock()
+        self._clock = clock
         self._on_close = on_close
         self._outcomes: Inbox[Outcome | ThreadDied] = Inbox()
         self._stop = threading.Event()

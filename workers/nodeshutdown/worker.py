@@ -15,7 +15,6 @@ import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from pkletd.ipc.bus.messages import (
     InhibitorReported,
@@ -25,6 +24,7 @@ from pkletd.ipc.bus.messages import (
     ReleaseShutdownInhibitor,
     Snapshot,
 )
+from pkletd.ipc.bus.sender import Sender
 from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.nodeshutdown.inhibitor import (
     Connect,
@@ -38,10 +38,6 @@ log = logging.getLogger(__name__)
 
 IDLE_S = 3600.0  # nothing timed on the lifecycle's loop
 JOIN_S = 5.0
-
-
-class Sender(Protocol):
-    def send(self, message: Message) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
 
 from pkletd.ipc.bus.messages import PlegMode
+from pkletd.ipc.clock import Clock
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +39,12 @@ _ALLOWED = {PlegMode.RELISTING: PlegMode.EVENTED, PlegMode.EVENTED: PlegMode.REL
 
 
 class ModeSwitch:
-    def __init__(self, period: float, events: bool, clock: Callable[[], float]) -> None:
+    def __init__(self, period: float, events: bool, clock: Clock) -> None:
         self._period = period
         self._clock = clock
         self.mode = PlegMode.RELISTING
         self.reason = NOT_YET if events else OFF
-        self.next_subscribe = clock() if events else math.inf
+        self.next_subscribe = clock.monotonic() if events else math.inf
         self._opened = 0.0
         self._backoff = RESUBSCRIBE_MIN_S
         self._was_evented = False
@@ -57,7 +57,7 @@ class ModeSwitch:
 
     def subscribing(self) -> None:
         """A subscription was opened: no other until it is lost."""
-        self._opened = self._clock()
+        self._opened = self._clock.monotonic()
         self.next_subscribe = math.inf
 
     def subscribed(self) -> None:
@@ -67,7 +67,7 @@ class ModeSwitch:
 
     def lost(self, why: str) -> None:
         """The subscription ended (or could not be opened): relist, and try again later."""
-        now = self._clock()
+        now = self._clock.monotonic()
         if now - self._opened >= STABLE_S:
             self._backoff = RESUBSCRIBE_MIN_S
         retry, self._backoff = self._backoff, min(self._backoff * 2, RESUBSCRIBE_MAX_S)
@@ -96,6 +96,6 @@ class ModeSwitch:
             "falling back to relisting period=%gs reason=%s resubscribe_in=%.3gs",
             self._period,
             self.reason,
-            self.next_subscribe - self._clock(),
+            self.next_subscribe - self._clock.monotonic(),
         )
         self._fallback_said = True

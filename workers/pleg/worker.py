@@ -10,9 +10,7 @@ gives the lifecycle events, so both report exactly the same ones.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Sequence
 
 from pkletd.ipc.apimodel.podspec import PodUID
 from pkletd.ipc.bus.messages import (
@@ -24,6 +22,8 @@ from pkletd.ipc.bus.messages import (
     RelistCompleted,
     Snapshot,
 )
+from pkletd.ipc.bus.sender import Sender
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.ipc.runtime.cri import CriError
 from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.pleg.diff import diff
@@ -35,10 +35,6 @@ from pkletd.workers.pleg.view import PlegRuntime, list_all, read_one
 log = logging.getLogger(__name__)
 
 
-class Sender(Protocol):
-    def send(self, message: Message) -> None: ...
-
-
 class Pleg:
     def __init__(
         self,
@@ -46,7 +42,7 @@ class Pleg:
         bus: Sender,
         period: float,
         events: EventSource | None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._runtime = runtime
         self._bus = bus
@@ -89,7 +85,7 @@ class Pleg:
             if isinstance(item, Lost):
                 self._on_lost(item)
             else:
-                self._awaiting.add(item, self._clock())
+                self._awaiting.add(item, self._clock.monotonic())
         self._read_due()
 
     def tick(self, now: float) -> float:
@@ -136,7 +132,7 @@ class Pleg:
     # --- reading the runtime ------------------------------------------------------
 
     def _relist(self) -> None:
-        started = self._clock()
+        started = self._clock.monotonic()
         try:
             view = list_all(self._runtime)
         except CriError as exc:
@@ -144,15 +140,15 @@ class Pleg:
         else:
             self._send_changes(self._known, view.states, {**self._owner, **view.owners})
             self._known, self._owner = view.states, view.owners
-            self._bus.send(RelistCompleted(self._clock() - started, len(view.states)))
+            self._bus.send(RelistCompleted(self._clock.monotonic() - started, len(view.states)))
             if self._proving and self._subscriber is not None and self._subscriber.open():
                 self._proving = False
                 self._mode.subscribed()
                 self._report_mode()
-        self._next_relist = self._clock() + self._mode.relist_period()
+        self._next_relist = self._clock.monotonic() + self._mode.relist_period()
 
     def _read_due(self) -> None:
-        now = self._clock()
+        now = self._clock.monotonic()
         for object_id in self._awaiting.due(now):
             self._read(object_id, now)
 

@@ -29,17 +29,18 @@ from __future__ import annotations
 
 import ctypes
 import threading
-import time
 from collections.abc import Callable
 
 from pkletd.ipc.apiclient import kubeapi
 from pkletd.ipc.apiclient.jobs import ThreadJobs
+from pkletd.ipc.bus.sender import Sender
 from pkletd.ipc.bus.sockets import WorkerBus
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.workers.lifecycle import WorkerSettings, serve
 from pkletd.workers.podobjects.calls import ApiCalls
 from pkletd.workers.podobjects.nodettl import NodeTtl
 from pkletd.workers.podobjects.options import Options, Strategy
-from pkletd.workers.podobjects.outbox import Outbox, Sender
+from pkletd.workers.podobjects.outbox import Outbox
 from pkletd.workers.podobjects.parts import ObjectSource, Part
 from pkletd.workers.podobjects.polled import Polled
 from pkletd.workers.podobjects.services import Services
@@ -56,7 +57,7 @@ PR_SET_DUMPABLE = 4
 
 
 def build(
-    bus: Sender, calls: ApiCalls, options: Options, clock: Callable[[], float] = time.time
+    bus: Sender, calls: ApiCalls, options: Options, clock: Clock = SYSTEM_CLOCK
 ) -> PodObjects:
     """The worker and its parts; ``clock`` is the wall clock tokens are refreshed by."""
     outbox = Outbox(bus)

@@ -18,17 +18,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Hashable
-from typing import Protocol
 
 import zmq
 from pkletd.ipc.apimodel.references import ObjectKey
 from pkletd.ipc.bus.messages import Message, ObjectFetched
+from pkletd.ipc.bus.sender import Sender
 
 log = logging.getLogger(__name__)
-
-
-class Sender(Protocol):
-    def send(self, message: Message) -> None: ...
 
 
 class Outbox:

@@ -15,7 +15,6 @@ The GETs run on a few job threads; a GET that failed (not 404) is tried again af
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -24,6 +23,7 @@ from pkletd.ipc.apiclient.jobs import Jobs
 from pkletd.ipc.apiclient.reflector import Obj
 from pkletd.ipc.apiclient.retry import Retry
 from pkletd.ipc.apimodel.references import ObjectKey
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.workers.podobjects.parts import Report
 from pkletd.workers.podobjects.reading import NOT_FOUND, failed, reading
 
@@ -49,7 +49,7 @@ class Polled:
         jobs: Jobs,
         period: Callable[[], float],
         report: Report,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._read = read
         self._jobs = jobs
@@ -96,7 +96,7 @@ class Polled:
             polling = self._polls.get(key)
             if polling is None:  # no pod references it any more
                 return
-            now = self._clock()
+            now = self._clock.monotonic()
             if isinstance(outcome, Exception) and kubeapi.status_of(outcome) != NOT_FOUND:
                 polling.retry.failed(now)
                 self._report(key, failed(key, outcome))

@@ -25,6 +25,7 @@ from pkletd.ipc.apiclient.retry import Retry
 from pkletd.ipc.apimodel.podspec import PodUID
 from pkletd.ipc.apimodel.references import TokenKey
 from pkletd.ipc.bus.messages import TokenIssued
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.workers.podobjects.reading import api_message
 
 log = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ class Tokens:
         request: Request,
         jobs: Jobs,
         report: Report,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._request = request
         self._jobs = jobs
@@ -101,7 +102,7 @@ class Tokens:
 
     def tick(self, now: float) -> float:
         """Request what is due (``now`` is monotonic); when the next one is due."""
-        wall = self._clock()
+        wall = self._clock.time()
         wake = now + MAX_AGE_S
         for key, state in self._states.items():
             if self._jobs.busy(key):
@@ -153,7 +154,7 @@ class Tokens:
                 error,
             )
         state.error = error
-        if state.issued is None or self._clock() >= state.issued.expires_at:
+        if state.issued is None or self._clock.time() >= state.issued.expires_at:
             self._report(key, _message(key, error=error))
 
 

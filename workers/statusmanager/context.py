@@ -1,16 +1,15 @@
 """What the parts of the status manager share: the API access, the node's name, the
-settings, the clocks, the server's health and when the loop must wake next."""
+settings, the clock, the server's health and when the loop must wake next."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 from pkletd.ipc.apiclient import kubeapi
 from pkletd.ipc.apiclient.jobs import Jobs
 from pkletd.ipc.apiclient.retry import ApiHealth, Retry
+from pkletd.ipc.clock import Clock
 from pkletd.workers.statusmanager.calls import KubeCalls
 
 
@@ -28,20 +27,6 @@ class Options:
     retry_max: float = 30.0
     event_queue_limit: int = 1000  # client-go's maxQueuedEvents
     threads: int = 4  # calls about pods at once
-
-
-class Clock(Protocol):
-    def monotonic(self) -> float: ...
-
-    def time(self) -> float: ...
-
-
-class SystemClock:
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def time(self) -> float:
-        return time.time()
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from pkletd.ipc.apiclient import kubeapi
 from pkletd.ipc.apiclient.jobs import ThreadJobs
@@ -25,11 +25,13 @@ from pkletd.ipc.bus.messages import (
     PodTerminated,
     Snapshot,
 )
+from pkletd.ipc.bus.sender import Sender
 from pkletd.ipc.bus.sockets import WorkerBus
+from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.workers.lifecycle import WorkerSettings, serve
 from pkletd.workers.statusmanager import podstatus
 from pkletd.workers.statusmanager.calls import ClientCalls
-from pkletd.workers.statusmanager.context import ApiAccess, Clock, Context, Options, SystemClock
+from pkletd.workers.statusmanager.context import ApiAccess, Context, Options
 from pkletd.workers.statusmanager.eventsink import EventSink
 from pkletd.workers.statusmanager.mirrorsync import MirrorKeeper
 from pkletd.workers.statusmanager.state import FinalDelete, PodEntry
@@ -42,10 +44,6 @@ GONE, CONFLICT = 404, 409
 UNLIMITED_QPS = 1_000_000_000
 
 
-class Sender(Protocol):
-    def send(self, message: Message) -> None: ...
-
-
 class StatusManager:
     def __init__(
         self,
@@ -53,10 +51,10 @@ class StatusManager:
         api: ApiAccess,
         node_name: str,
         options: Options,
-        clock: Clock | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._bus = bus
-        self._context = context = Context(api, node_name, options, clock or SystemClock())
+        self._context = context = Context(api, node_name, options, clock)
         self._pods: dict[str, PodEntry] = {}
         self._check: set[str] = set()  # pods whose status may need a write
         self._deletes: dict[str, FinalDelete] = {}

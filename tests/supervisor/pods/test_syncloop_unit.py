@@ -1,0 +1,101 @@
+"""The sync loop's routing of PLEG events (a regression: an event the parent had
+already seen must neither sync nor terminate a pod a source still wants)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pkletd.ipc.bus.messages import LifecycleEventType, PodLifecycleEvent
+from pkletd.supervisor.pods import admission
+from pkletd.supervisor.pods.book import Pods
+from pkletd.supervisor.pods.events import EventRecorder
+from pkletd.supervisor.pods.fakeruntime import FakeRuntime
+from pkletd.supervisor.pods.objects import ApiObjects
+from pkletd.supervisor.pods.podmetrics import PodMetrics
+from pkletd.supervisor.pods.proberesults import ProbeResults
+from pkletd.supervisor.pods.syncloop import Parts, SyncLoop
+from pkletd.supervisor.pods.types import SyncResult
+
+from tests.supervisor.pods.unit_helpers import (
+    UID,
+    container,
+    fake_syncer,
+    make_pod,
+    pod_dict,
+    runtime,
+    sandbox,
+)
+
+
+class RecordingWorkers:
+    """Stands in for PodWorkers: records which pods got work, runs nothing."""
+
+    def __init__(self) -> None:
+        self.updates: list[str] = []
+
+    def update(self, uid: str, work: Any, urgent: bool = False) -> None:
+        self.updates.append(uid)
+
+    def busy(self, uid: str) -> bool:
+        return False
+
+
+def loop_with_running_pod(tmp: Path) -> tuple[SyncLoop, RecordingWorkers, str]:
+    pods = Pods("10.0.0.1", ["file"], ProbeResults())
+    pods.set_source("file", [pod_dict("app")])
+    pods.admit(UID)
+    running = container(make_pod("app"))
+    pods.record(SyncResult(UID, runtime(sandbox(), running)))
+    workers = RecordingWorkers()
+    node = admission.Node("n", 110, {"cpu": 1000, "memory": 2**30, "ephemeral-storage": 2**30})
+    fake = FakeRuntime()
+    parts = Parts(
+        runtime=fake,
+        syncer=fake_syncer(fake, tmp),
+        pod_workers=workers,  # type: ignore[arg-type]
+        pods=pods,
+        probes=ProbeResults(),
+        events=EventRecorder(),
+        admitter=admission.Admitter(node),
+        sync_frequency=60.0,
+        objects=ApiObjects(),
+        metrics=PodMetrics(),
+    )
+    return SyncLoop(parts, lambda message: None), workers, running.id
+
+
+def test_event_already_seen_does_nothing(tmp_path: Path) -> None:
+    loop, workers, cid = loop_with_running_pod(tmp_path)
+    loop.on_lifecycle_event(
+        PodLifecycleEvent(UID, LifecycleEventType.CONTAINER_STARTED, cid, "running")
+    )
+    assert workers.updates == []
+    assert loop._pods.get(UID) is not None  # still wanted: not treated as an orphan
+
+
+def test_new_fact_syncs_the_pod(tmp_path: Path) -> None:
+    loop, workers, cid = loop_with_running_pod(tmp_path)
+    loop.on_lifecycle_event(
+        PodLifecycleEvent(UID, LifecycleEventType.CONTAINER_DIED, cid, "exited")
+    )
+    assert workers.updates == [UID]
+    assert not loop._pods.terminating(UID)
+
+
+def test_a_removal_of_an_unwanted_pods_object_is_no_orphan(tmp_path: Path) -> None:
+    """The last object of a pod just stopped and forgotten: a late event says it is gone,
+    and nothing is left to terminate."""
+    loop, workers, _ = loop_with_running_pod(tmp_path)
+    loop.on_lifecycle_event(
+        PodLifecycleEvent("gone-uid", LifecycleEventType.SANDBOX_CHANGED, "sb9", "")
+    )
+    assert workers.updates == [] and not loop._pods.terminating("gone-uid")
+
+
+def test_a_live_object_of_an_unwanted_pod_is_an_orphan(tmp_path: Path) -> None:
+    loop, workers, _ = loop_with_running_pod(tmp_path)
+    loop.on_lifecycle_event(
+        PodLifecycleEvent("gone-uid", LifecycleEventType.CONTAINER_DIED, "c9", "exited")
+    )
+    assert workers.updates == ["gone-uid"] and loop._pods.terminating("gone-uid")

@@ -1,0 +1,229 @@
+"""Eviction on real containerd and real cgroups, pkletd joined to the test API server (a
+static pod is critical and never evicted, so the pods come from the API):
+
+- memory: ``memory.available`` forced just below what the machine has free, a BestEffort
+  pod that buffers gigabytes is evicted (Failed, ``Evicted``, the kubelet's message and
+  event) while a Guaranteed pod keeps running; MemoryPressure turns True in ``pkletd
+  status`` and on the API's Node, a BestEffort pod is refused meanwhile, a SIGKILLed
+  eviction worker does not clear it early, and the condition clears once the
+  (shortened) transition period is over;
+- disk: the root dir on a loop-mounted 64 MiB ext4; a pod writing into an emptyDir takes
+  ``nodefs.available`` under its threshold, DiskPressure turns True, the writer is the
+  one evicted, its emptyDir goes and the pressure clears.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pkletd.ipc.nodestats.cgroupstats import CgroupReader
+from pkletd.ipc.nodestats.nodememory import node_memory
+
+from tests.harness.apiserver import ApiServer
+from tests.harness.apiserver.client import Kube
+from tests.harness.containerd import PrivateContainerd, remove_all_pods
+from tests.harness.node import BUSYBOX, Pkletd, join, wait_for
+
+pytestmark = pytest.mark.slow
+
+MI = 2**20
+MARGIN_MI = 1024  # the threshold sits this far below what is free when the test starts
+HOG_MB = 2500  # what the hog buffers: well past the margin, whatever else the host does
+TRANSITION = "20s"
+HOLD = "trap 'exit 0' TERM; while true; do sleep 1; done"
+
+
+def api_pod(name: str, command: str, resources: dict[str, Any] | None = None, **spec: Any) -> Any:
+    container: dict[str, Any] = {
+        "name": "c",
+        "image": BUSYBOX,
+        "imagePullPolicy": "Never",
+        "command": ["sh", "-c", command],
+    }
+    if resources is not None:
+        container["resources"] = resources
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "nodeName": "testnode",
+            "automountServiceAccountToken": False,
+            "hostNetwork": True,
+            "terminationGracePeriodSeconds": 30,
+            "containers": [container],
+            **spec,
+        },
+    }
+
+
+def pod_status(kube: Kube, name: str) -> Any:
+    return kube.core.read_namespaced_pod(name, "default").status
+
+
+def node_condition(kube: Kube, kind: str) -> Any:
+    node = kube.core.read_node("testnode")
+    return next((c for c in node.status.conditions or [] if c.type == kind), None)
+
+
+def pressure(pkletd: Pkletd) -> list[str]:
+    return list(pkletd.status()["pressure"]["conditions"])
+
+
+def events(kube: Kube, reason: str) -> list[Any]:
+    found = kube.core.list_event_for_all_namespaces().items
+    return [e for e in found if e.reason == reason]
+
+
+def joined(pkletd: Pkletd, apiserver: ApiServer, **eviction: Any) -> None:
+    pkletd.extra_args += ["--eviction-monitoring-period", "1s"]
+    pkletd.extra_args += ["--node-status-update-frequency", "1s"]
+    join(pkletd, apiserver, evictionPressureTransitionPeriod=TRANSITION, **eviction)
+
+
+def test_memory_pressure_evicts_the_pod_over_its_request(
+    pkletd: Pkletd, apiserver: ApiServer, kube: Kube
+) -> None:
+    memory = node_memory(CgroupReader().sample("/", 0.0))  # as the eviction worker reads it
+    assert memory is not None and memory.available is not None
+    threshold = f"{memory.available // MI - MARGIN_MI}Mi"
+    joined(pkletd, apiserver, evictionHard={"memory.available": threshold})
+    assert pressure(pkletd) == []
+    guaranteed = {"limits": {"cpu": "100m", "memory": "64Mi"}}
+    kube.core.create_namespaced_pod("default", api_pod("steady", HOLD, guaranteed))
+    pkletd.wait_api_pod("steady")
+    assert pod_status(kube, "steady").qos_class == "Guaranteed"
+    # tail buffers all it reads until its input ends, which the sleep holds off
+    hog = f"(head -c {HOG_MB}m /dev/zero; sleep 3600) | tail"
+    kube.core.create_namespaced_pod("default", api_pod("hog", hog))
+
+    def evicted() -> Any:
+        status = pod_status(kube, "hog")
+        return status if status.phase == "Failed" and status.reason == "Evicted" else None
+
+    status = wait_for("the hog evicted", evicted, timeout=120)
+    assert status.message.startswith(
+        f"The node was low on resource: memory. Threshold quantity: {threshold}, available: "
+    )
+    assert "Container c was using " in status.message
+    assert ", request is 0, has larger consumption of memory. " in status.message
+    target = [c for c in status.conditions if c.type == "DisruptionTarget"]
+    assert target and target[0].reason == "TerminationByKubelet"
+    assert "MemoryPressure" in pressure(pkletd)
+
+    # a BestEffort pod is refused while the pressure lasts; a Burstable one is not
+    kube.core.create_namespaced_pod("default", api_pod("late", HOLD))
+    refused = wait_for(
+        "the late pod refused",
+        lambda: (s := pod_status(kube, "late")).phase == "Failed" and s,
+        timeout=30,
+    )
+    assert refused.reason == "Evicted"
+    assert refused.message == "Pod was rejected: The node had condition: [MemoryPressure]. "
+    # a killed eviction worker gets its state back: the condition does not drop early
+    killed = pkletd.workers()["eviction"]["pid"]
+    os.kill(killed, signal.SIGKILL)
+    wait_for(
+        "the eviction worker back",
+        lambda: (w := pkletd.workers()["eviction"])["state"] == "running" and w["pid"] != killed,
+    )
+    assert "MemoryPressure" in pressure(pkletd)
+    condition = wait_for(
+        "MemoryPressure on the Node",
+        lambda: (c := node_condition(kube, "MemoryPressure")) and c.status == "True" and c,
+    )
+    assert condition.reason == "KubeletHasInsufficientMemory"
+    assert condition.message == "kubelet has insufficient memory available"
+    assert events(kube, "Evicted")[0].message == status.message
+    (met,) = events(kube, "EvictionThresholdMet")[:1]
+    assert met.message == "Attempting to reclaim memory"
+    assert met.involved_object.kind == "Node"
+
+    # the hog gone, the condition clears once the transition period is over
+    wait_for("MemoryPressure cleared", lambda: pressure(pkletd) == [], timeout=90)
+    wait_for(
+        "MemoryPressure False on the Node",
+        lambda: node_condition(kube, "MemoryPressure").status == "False",
+        timeout=30,
+    )
+    steady = pkletd.pods()["steady"]
+    assert steady["phase"] == "Running"
+    assert [c["restart_count"] for c in steady["containers"]] == [0]
+    table = pkletd.cli("status").stdout
+    assert "memory.available" in table and f"hard <{threshold}" in table
+
+
+# --- disk -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def nodefs(pkletd: Pkletd, containerd: PrivateContainerd, tmp_path: Path) -> Iterator[Path]:
+    """A 64 MiB ext4 on a loop device, mounted as pkletd's root dir; unmounted (and the
+    loop device released) once pkletd and the pods are gone."""
+    image = tmp_path / "nodefs.img"
+    with image.open("wb") as f:
+        f.truncate(64 * MI)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True, timeout=60)
+    pkletd.root_dir.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-o", "loop", str(image), str(pkletd.root_dir)], check=True)
+    try:
+        yield image
+    finally:
+        pkletd.stop()
+        remove_all_pods(containerd.address)
+        subprocess.run(["umount", str(pkletd.root_dir)], check=True, timeout=60)
+        attached = subprocess.run(
+            ["losetup", "-j", str(image)], capture_output=True, text=True, check=True
+        )
+        assert attached.stdout == "", f"loop device left: {attached.stdout}"
+
+
+def test_disk_pressure_evicts_the_writer(
+    pkletd: Pkletd, apiserver: ApiServer, kube: Kube, nodefs: Path
+) -> None:
+    joined(pkletd, apiserver, evictionHard={"nodefs.available": "20%"})
+    kube.core.create_namespaced_pod("default", api_pod("bystander", HOLD))
+    pkletd.wait_api_pod("bystander")
+    assert pressure(pkletd) == []
+    write = f"head -c 48m /dev/zero > /data/fill; {HOLD}"
+    scratch = {"volumes": [{"name": "data", "emptyDir": {}}]}
+    writer = api_pod("writer", write, **scratch)
+    writer["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+    kube.core.create_namespaced_pod("default", writer)
+
+    def evicted() -> Any:
+        status = pod_status(kube, "writer")
+        return status if status.phase == "Failed" and status.reason == "Evicted" else None
+
+    status = wait_for("the writer evicted", evicted, timeout=120)
+    assert status.message.startswith(
+        "The node was low on resource: ephemeral-storage. Threshold quantity: "
+    )
+    assert "DiskPressure" in pressure(pkletd)
+    condition = wait_for(
+        "DiskPressure on the Node",
+        lambda: (c := node_condition(kube, "DiskPressure")) and c.status == "True" and c,
+    )
+    assert condition.reason == "KubeletHasDiskPressure"
+    # under disk pressure every new pod is refused, whatever its QoS
+    kube.core.create_namespaced_pod(
+        "default", api_pod("late", HOLD, {"limits": {"cpu": "100m", "memory": "64Mi"}})
+    )
+    refused = wait_for(
+        "the late pod refused",
+        lambda: (s := pod_status(kube, "late")).phase == "Failed" and s,
+        timeout=30,
+    )
+    assert refused.message == "Pod was rejected: The node had condition: [DiskPressure]. "
+    # the writer's emptyDir went with it: the pressure clears
+    wait_for("DiskPressure cleared", lambda: pressure(pkletd) == [], timeout=90)
+    assert pkletd.pods()["bystander"]["phase"] == "Running"
+    signals = {s["signal"]: s for s in pkletd.status()["pressure"]["signals"]}
+    nodefs_now = signals["nodefs.available"]
+    assert nodefs_now["available"] > nodefs_now["thresholds"][0]["quantity"]

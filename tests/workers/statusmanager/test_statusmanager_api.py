@@ -1,0 +1,355 @@
+"""The status manager against the local HTTPS API server (``tests/harness/apiserver``):
+the worker object on its real client and job threads, driven as its lifecycle loop
+drives it, checked with what a user sees (``kubectl``, the official client) and the
+server's request log."""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pkletd.ipc.apiclient import kubeapi
+from pkletd.ipc.apiclient.jobs import ThreadJobs
+from pkletd.ipc.bus.messages import (
+    EventRecorded,
+    PodDeleted,
+    PodForgotten,
+    PodStatusUpdated,
+    PodTerminated,
+    Snapshot,
+)
+from pkletd.ipc.bus.sender import FakeSender
+from pkletd.workers.statusmanager import Options, StatusManager
+from pkletd.workers.statusmanager.calls import ClientCalls
+from pkletd.workers.statusmanager.context import ApiAccess
+
+from tests.harness.apiserver import ApiServer
+from tests.harness.apiserver.client import Kube
+from tests.workers.statusmanager.statusmanager_helpers import (
+    NODE,
+    api_pod,
+    condition,
+    event,
+    reported,
+    static_pod,
+)
+
+NODE_USER = f"system:node:{NODE}"
+PERIOD = 0.3  # the status sync period, shortened
+TIMEOUT = 0.5  # each call's
+OPTIONS = Options(
+    50,
+    100,
+    50,
+    100,
+    status_sync_period=PERIOD,
+    retry_first=0.05,
+    retry_max=0.2,
+    request_timeout=TIMEOUT,
+)
+
+Obj = dict[str, Any]
+
+
+class Agent:
+    """A status manager as its process would run it: the loop's tick, the job threads'
+    outcomes through their fds. ``run_until`` turns the loop until a condition holds."""
+
+    def __init__(self, server: ApiServer, kubeconfig: Path | None = None) -> None:
+        path = str(kubeconfig or server.kubeconfig(user=NODE_USER, groups=["system:nodes"]))
+        timeout = OPTIONS.request_timeout
+        api = ApiAccess(
+            ClientCalls(kubeapi.connect(path, 50, 100), timeout),
+            ClientCalls(kubeapi.connect(path, 50, 100), timeout),
+            ThreadJobs(OPTIONS.threads, "status"),
+            ThreadJobs(1, "events"),
+        )
+        self.bus = FakeSender()
+        self.worker = StatusManager(self.bus, api, NODE, OPTIONS)
+        self.longest_turn = 0.0  # the longest the loop spent in the worker at once
+        self.turns = 0
+
+    def run_until(self, done: Callable[[], Any], what: str, timeout: float = 5.0) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            start = time.monotonic()
+            due = self.worker.tick(start)
+            ticked = time.monotonic()
+            wait = max(0.0, min(due - ticked, 0.02))
+            ready, _, _ = select.select(list(self.worker.fds()), [], [], wait)
+            woke = time.monotonic()
+            for fd in ready:
+                self.worker.on_readable(fd)
+            busy = (ticked - start) + (time.monotonic() - woke)
+            self.longest_turn = max(self.longest_turn, busy)
+            self.turns += 1
+            found = done()
+            if found:
+                return found
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}")
+
+    def run_for(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        self.run_until(lambda: time.monotonic() >= end, "time", timeout=seconds + 1)
+
+    def close(self) -> None:
+        self.worker.close()
+
+
+@pytest.fixture
+def server(apiserver: ApiServer) -> ApiServer:
+    return apiserver
+
+
+@pytest.fixture
+def kube(server: ApiServer) -> Iterator[Kube]:
+    admin = Kube(server)
+    admin.core.create_node({"metadata": {"name": NODE}})
+    yield admin
+    admin.close()
+
+
+@pytest.fixture
+def agent(server: ApiServer, kube: Kube) -> Iterator[Agent]:
+    made = Agent(server)
+    yield made
+    made.close()
+
+
+def create_pod(kube: Kube, name: str = "web", gates: bool = False) -> Obj:
+    """A pod bound to the node and scheduled, as the scheduler leaves it."""
+    body = api_pod(name)
+    if gates:
+        body["spec"]["readinessGates"] = [{"conditionType": "example.com/ready"}]
+    kube.core.create_namespaced_pod("default", body)
+    scheduled = [condition("PodScheduled", when="2025-06-01T12:00:00Z")]
+    kube.core.patch_namespaced_pod_status(name, "default", {"status": {"conditions": scheduled}})
+    return read(kube, name)
+
+
+def read(kube: Kube, name: str, namespace: str = "default") -> Obj:
+    status, found, _ = kube.raw("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+    return dict(found) if status == 200 else {}
+
+
+def conditions(pod: Obj) -> dict[str, Obj]:
+    return {c["type"]: c for c in pod.get("status", {}).get("conditions", [])}
+
+
+def patches(server: ApiServer, name: str = "") -> int:
+    found = server.requests(user=NODE_USER, resource="pods", subresource="status", verb="PATCH")
+    return len([r for r in found if not name or r.name == name])
+
+
+# --- pod status ----------------------------------------------------------------------------
+
+
+def test_status_reaches_the_api_once_and_keeps_what_others_wrote(
+    server: ApiServer, kube: Kube, agent: Agent
+) -> None:
+    pod = create_pod(kube, gates=True)
+    gate = condition("example.com/ready", when="2025-06-02T00:00:00Z")
+    kube.core.patch_namespaced_pod_status("web", "default", {"status": {"conditions": [gate]}})
+    agent.worker.on_snapshot(Snapshot(0, [], {}))
+    agent.worker.on_broadcast(PodStatusUpdated(reported(pod)))
+    agent.run_until(lambda: read(kube, "web")["status"]["phase"] == "Running", "the status")
+    shown = json.loads(kube.kubectl("get", "pod", "web", "-o", "json").stdout)
+    assert shown["status"]["podIP"] == "10.88.0.5"
+    assert shown["status"]["containerStatuses"][0]["state"]["running"]
+    found = conditions(shown)
+    assert found["PodScheduled"]["lastTransitionTime"] == "2025-06-01T12:00:00Z"  # scheduler's
+    assert found["example.com/ready"]["status"] == "True"  # a readiness gate's, not ours
+    assert found["Ready"]["status"] == "True"
+    agent.worker.on_broadcast(PodStatusUpdated(reported(pod)))  # the same again
+    agent.run_for(3 * PERIOD)  # and three periodic lists
+    assert patches(server) == 1
+    agent.worker.on_broadcast(PodStatusUpdated(reported(pod, ready=False)))
+    agent.run_until(lambda: conditions(read(kube, "web"))["Ready"]["status"] == "False", "Ready")
+    assert patches(server) == 2
+
+
+def test_a_pod_recreated_under_its_name_is_not_overwritten(
+    server: ApiServer, kube: Kube, agent: Agent
+) -> None:
+    old = create_pod(kube)
+    agent.worker.on_snapshot(Snapshot(0, [], {}))
+    kube.core.delete_namespaced_pod("web", "default", grace_period_seconds=0)
+    new = create_pod(kube)
+    agent.worker.on_broadcast(PodStatusUpdated(reported(old)))
+    agent.run_until(lambda: patches(server) == 1, "the refused patch")
+    agent.run_for(2 * PERIOD)
+    now = read(kube, "web")
+    assert now["metadata"]["uid"] == new["metadata"]["uid"]
+    assert now["status"]["phase"] == "Pending"
+    assert patches(server) == 1
+
+
+def test_someone_elses_write_is_undone_at_the_next_list(
+    server: ApiServer, kube: Kube, agent: Agent
+) -> None:
+    pod = create_pod(kube)
+    agent.worker.on_snapshot(Snapshot(0, [reported(pod)], {}))
+    agent.run_until(lambda: read(kube, "web")["status"]["phase"] == "Running", "the status")
+    kube.core.patch_namespaced_pod_status("web", "default", {"status": {"phase": "Unknown"}})
+    agent.run_until(lambda: read(kube, "web")["status"]["phase"] == "Running", "the repair")
+    assert patches(server) == 2
+
+
+def test_statuses_catch_up_when_the_server_is_back(
+    server: ApiServer, kube: Kube, agent: Agent
+) -> None:
+    pods = [create_pod(kube, f"p{i}") for i in range(3)]
+    agent.worker.on_snapshot(Snapshot(0, [], {}))
+    agent.run_until(lambda: server.request_count(user=NODE_USER, verb="LIST"), "the first list")
+    server.stop()
+    for pod in pods:
+        agent.worker.on_broadcast(PodStatusUpdated(reported(pod)))
+    agent.run_for(4 * PERIOD)  # writes fail and back off
+    server.restart()
+
+    def all_running() -> bool:
+        return all(read(kube, f"p{i}")["status"]["phase"] == "Running" for i in range(3))
+
+    agent.run_until(all_running, "every status")
+
+
+def test_a_server_that_does_not_answer_holds_up_nothing(
+    server: ApiServer, kube: Kube, tmp_path: Path
+) -> None:
+    pods = [create_pod(kube, f"p{i}") for i in range(3)]
+    with socket.create_server(("127.0.0.1", 0)) as hole:  # accepts, never answers
+        config = yaml.safe_load(
+            server.kubeconfig(user=NODE_USER, groups=["system:nodes"]).read_text()
+        )
+        config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{hole.getsockname()[1]}"
+        kubeconfig = tmp_path / "hole.kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(config))
+        agent = Agent(server, kubeconfig)
+        agent.worker.on_snapshot(Snapshot(0, [reported(p) for p in pods], {}))
+        for i in range(20):
+            agent.worker.on_broadcast(EventRecorded(event(name=f"p{i % 3}", when=time.time())))
+        agent.run_for(3 * TIMEOUT)
+        agent.close()
+    assert agent.longest_turn < 0.05  # heartbeats would go on: no call runs on the loop
+    assert agent.turns > 3 * TIMEOUT / 0.02 / 2
+
+
+def test_a_restarted_worker_writes_only_what_differs(server: ApiServer, kube: Kube) -> None:
+    pods = [create_pod(kube, f"p{i}") for i in range(3)]
+    first = Agent(server)
+    first.worker.on_snapshot(Snapshot(0, [reported(p) for p in pods], {}))
+    first.run_until(lambda: patches(server) == 3, "three statuses")
+    first.close()
+    kube.core.patch_namespaced_pod_status("p1", "default", {"status": {"phase": "Pending"}})
+    second = Agent(server)
+    second.worker.on_snapshot(Snapshot(9, [reported(p) for p in pods], {}))
+    second.run_until(lambda: read(kube, "p1")["status"]["phase"] == "Running", "p1 again")
+    second.run_for(2 * PERIOD)
+    second.close()
+    assert patches(server) == 4 and patches(server, "p1") == 2
+
+
+def test_final_delete_with_the_uid_precondition(
+    server: ApiServer, kube: Kube, agent: Agent
+) -> None:
+    pod = create_pod(kube)
+    uid = pod["metadata"]["uid"]
+    agent.worker.on_snapshot(Snapshot(0, [reported(pod)], {}))
+    agent.worker.on_broadcast(PodStatusUpdated(reported(pod, phase="Succeeded", ready=False)))
+    agent.worker.on_broadcast(PodForgotten(uid))
+    agent.worker.on_broadcast(PodTerminated(uid, "default", "web"))
+    agent.run_until(lambda: agent.bus.sent, "PodDeleted")
+    assert agent.bus.sent == [PodDeleted(uid)]
+    assert read(kube, "web") == {}
+    verbs = [r.verb for r in server.requests(user=NODE_USER, resource="pods") if r.name == "web"]
+    assert verbs[-2:] == ["PATCH", "DELETE"]  # the final status, then the delete
+
+
+# --- mirror pods ---------------------------------------------------------------------------
+
+
+def mirror(kube: Kube) -> Obj:
+    return read(kube, f"etcd-{NODE}", "kube-system")
+
+
+def current_mirror(kube: Kube, content_hash: str, not_uid: str = "") -> Obj | None:
+    """The mirror pod of ``content_hash`` (with another UID than ``not_uid``), once it
+    carries its static pod's status."""
+    pod = mirror(kube)
+    meta = pod.get("metadata", {})
+    if meta.get("annotations", {}).get("kubernetes.io/config.mirror") != content_hash:
+        return None
+    if meta["uid"] == not_uid or not pod.get("status", {}).get("podIP"):
+        return None
+    return pod
+
+
+def test_mirror_pod_follows_its_static_pod(server: ApiServer, kube: Kube, agent: Agent) -> None:
+    node_uid = kube.core.read_node(NODE).metadata.uid
+    agent.worker.on_snapshot(Snapshot(0, [static_pod(content_hash="h1")], {}))
+    created = agent.run_until(lambda: current_mirror(kube, "h1"), "the mirror pod")
+    meta = created["metadata"]
+    assert meta["labels"] == {"component": "etcd"}
+    assert meta["annotations"]["kubernetes.io/config.source"] == "file"
+    assert meta["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": node_uid, "controller": True}
+    ]
+    assert conditions(created)["Ready"]["status"] == "True"
+    assert conditions(created)["PodScheduled"]["status"] == "True"
+
+    kube.kubectl("delete", "pod", "-n", "kube-system", f"etcd-{NODE}", "--wait=false")
+    back = agent.run_until(lambda: current_mirror(kube, "h1", meta["uid"]), "a new mirror pod")
+
+    agent.worker.on_broadcast(PodStatusUpdated(static_pod(content_hash="h2")))  # edited
+    agent.worker.on_broadcast(PodForgotten("h1"))
+    agent.run_until(lambda: current_mirror(kube, "h2", back["metadata"]["uid"]), "the h2 mirror")
+
+    agent.worker.on_broadcast(PodForgotten("h2"))  # the manifest removed
+    agent.run_until(lambda: mirror(kube) == {}, "the mirror pod gone")
+    assert server.request_count(user=NODE_USER, resource="nodes", verb="GET") == 1
+
+
+# --- events --------------------------------------------------------------------------------
+
+
+def events(kube: Kube) -> list[Obj]:
+    _, found, _ = kube.raw("GET", "/api/v1/namespaces/default/events")
+    return list(found["items"])
+
+
+def test_events_are_posted_counted_and_capped(kube: Kube, agent: Agent) -> None:
+    agent.worker.on_snapshot(Snapshot(0, [], {}))
+    now = time.time()
+    agent.worker.on_broadcast(EventRecorded(event(when=now)))
+    (posted,) = agent.run_until(lambda: events(kube), "the event")
+    assert posted["source"] == {"component": "kubelet", "host": NODE}
+    assert posted["involvedObject"]["fieldPath"] == "spec.containers{app}"
+    assert (posted["reason"], posted["count"], posted["type"]) == ("Started", 1, "Normal")
+    for i in (2, 3):
+        agent.worker.on_broadcast(EventRecorded(event(when=now + i)))
+        agent.run_until(lambda i=i: events(kube)[0]["count"] == i, f"count {i}")
+    for i in range(40):  # a flood about one object
+        body = event(reason="BackOff", message="Back-off restarting", kind="Warning", when=now + i)
+        agent.worker.on_broadcast(EventRecorded(body))
+
+    def back_off() -> list[Obj]:
+        return [e for e in events(kube) if e["reason"] == "BackOff"]
+
+    agent.run_until(lambda: back_off() and back_off()[0]["count"] == 22, "the capped flood")
+    agent.run_for(2 * PERIOD)
+    (flood,) = back_off()
+    assert flood["count"] == 22  # the object's 25 tokens: 3 Started, 22 BackOff
+    node_event = event(reason="NodeReady", message=f"Node {NODE} status is now: NodeReady")
+    node_event["involvedObject"] = {"kind": "Node", "name": NODE, "uid": NODE, "apiVersion": "v1"}
+    agent.worker.on_broadcast(EventRecorded(node_event))
+    agent.run_until(lambda: len(events(kube)) == 3, "the Node's event")
+    shown = json.loads(kube.kubectl("get", "events", "-o", "json").stdout)
+    assert sorted(e["reason"] for e in shown["items"]) == ["BackOff", "NodeReady", "Started"]
