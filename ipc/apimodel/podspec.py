@@ -274,6 +274,7 @@ def _container(value: Any, path: str, init: bool = False) -> Container:
     image = _string(c.get("image", ""), f"{path}.image")
     if not image.strip():
         raise InvalidPod(f"{path}.image: required value")
+    post_start, pre_stop = _hooks(c, path)
     return Container(
         name=_name(c.get("name"), f"{path}.name", _DNS_LABEL, 63),
         image=image,
@@ -297,7 +298,8 @@ def _container(value: Any, path: str, init: bool = False) -> Container:
         stdin=_bool(c.get("stdin", False), f"{path}.stdin"),
         stdin_once=_bool(c.get("stdinOnce", False), f"{path}.stdinOnce"),
         tty=_bool(c.get("tty", False), f"{path}.tty"),
-        **_hooks(c, path),
+        post_start=post_start,
+        pre_stop=pre_stop,
     )
 
 
@@ -310,15 +312,13 @@ def _container_restart_policy(value: Any, path: str, init: bool) -> str:
     return "Always"
 
 
-def _hooks(container: dict[str, Any], path: str) -> dict[str, Probe | None]:
+def _hooks(container: dict[str, Any], path: str) -> tuple[Probe | None, Probe | None]:
+    """The postStart and preStop hooks."""
     try:
         hooks = parse_hooks(container, path)
     except InvalidProbe as exc:
         raise InvalidPod(str(exc)) from exc
-    return {
-        "post_start": hooks.get(ProbeType.POST_START),
-        "pre_stop": hooks.get(ProbeType.PRE_STOP),
-    }
+    return hooks.get(ProbeType.POST_START), hooks.get(ProbeType.PRE_STOP)
 
 
 def _probes(container: dict[str, Any], path: str) -> tuple[Probe, ...]:
