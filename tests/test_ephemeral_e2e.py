@@ -10,6 +10,7 @@ import os
 import select
 import subprocess
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -65,9 +66,11 @@ def app_running(kube: Kube) -> Any:
     return wait_for("app running and ready in the API", check, timeout=60)
 
 
-def converse(kube: Kube, args: tuple[str, ...], say: str, until: str) -> str:
+def converse(
+    kube: Kube, args: tuple[str, ...], say: str, until: str, meanwhile: Callable[[], None]
+) -> str:
     """Run kubectl, type ``say`` as a person would (stdin stays open: an attach ends when
-    it closes), read its output up to ``until``, then type ``exit``."""
+    it closes), read its output up to ``until``, do ``meanwhile``, then type ``exit``."""
     kubectl = subprocess.Popen(
         kube.kubectl_command(*args),
         stdin=subprocess.PIPE,
@@ -79,6 +82,7 @@ def converse(kube: Kube, args: tuple[str, ...], say: str, until: str) -> str:
         kubectl.stdin.write(say.encode())
         kubectl.stdin.flush()
         seen = read_until(kubectl.stdout.fileno(), until.encode(), time.monotonic() + 60)
+        meanwhile()
         kubectl.stdin.write(b"exit\n")
         kubectl.stdin.close()
         assert kubectl.wait(30) == 0
@@ -114,8 +118,15 @@ def test_kubectl_debug_sees_the_targets_processes_and_is_never_restarted(
 
     # interactive: kubectl attaches (pods/attach through the kubelet API), one types
     args = (*DEBUG, "-i", "--target", "app", "--container", "debugger", "--", "sh")
-    seen = converse(kube, args, "ps; echo hi-from-debugger\n", "hi-from-debugger\n")
+    execs: list[str] = []
+
+    def exec_in_debugger() -> None:
+        execs.append(kube.kubectl("exec", "web", "-c", "debugger", "--", "echo", "ok").stdout)
+
+    say, until = "ps; echo hi-from-debugger\n", "hi-from-debugger\n"
+    seen = converse(kube, args, say, until, exec_in_debugger)
     assert "while true" in seen  # the target's shell, seen through PID namespace TARGET
+    assert execs == ["ok\n"]  # kubectl exec reaches it too
     debugger = ended(kube, "debugger")
     assert debugger.state.terminated.exit_code == 0 and debugger.restart_count == 0
     assert debugger.ready is False and debugger.image == BUSYBOX
