@@ -231,9 +231,10 @@ def _size(count: int) -> str:
 
 
 def _container_cell(container: dict[str, Any]) -> str:
-    """``name=state``, then what an operator should notice: not ready, restarts."""
-    notes = []
-    if container["state"] == "running" and not container.get("ready", True):
+    """``name=state``, then what an operator should notice: not ready, restarts; an
+    ephemeral (debug) container says so, and is never ready."""
+    notes = ["ephemeral"] if container.get("ephemeral") else []
+    if container["state"] == "running" and not container.get("ready", True) and not notes:
         notes.append("not ready")
     if container["restart_count"]:
         notes.append(f"restarts {container['restart_count']}")

@@ -7,7 +7,8 @@ duplicate check of ``config.go`` (``filterInvalidPods``), for pkletd:
   is read as JSON first, as the kubelet's ``ToJSON`` passes JSON through (YAML's parser
   refuses some valid JSON: a character outside the BMP escaped as a surrogate pair);
 - every pod is validated as it came (``parse_pod``), given its static-pod identity,
-  and validated again;
+  and validated again; one with ``spec.ephemeralContainers`` is refused, as the API's
+  create validation refuses it (static pods do not support ephemeral containers);
 - the identity: name ``<name>-<nodeName>``, namespace ``default`` if absent,
   ``spec.nodeName``; if the pod has no UID, one derived from its content and where
   it came from (``host:<node>file:<path>`` for a file, ``url:<url>`` for a URL);
@@ -33,6 +34,13 @@ from pkletd.ipc.apimodel.podspec import InvalidPod, parse_pod
 
 SOURCE_ANNOTATION = "kubernetes.io/config.source"
 HASH_ANNOTATION = "kubernetes.io/config.hash"
+
+
+# The API's ValidatePodCreate, which the kubelet's sources apply to static pods too.
+NO_EPHEMERAL = (
+    "spec.ephemeralContainers: Forbidden: cannot be set on create "
+    "(static pods do not support ephemeral containers)"
+)
 
 
 class ManifestError(ValueError):
@@ -69,7 +77,8 @@ def load_documents(text: str) -> list[Any]:
 def static_pod(raw: Any, source: str, origin: str, node_name: str) -> dict[str, Any]:
     """One pod of a source, validated, with its static-pod identity applied."""
     try:
-        parse_pod(raw)
+        if parse_pod(raw).ephemeral_containers:
+            raise ManifestError(NO_EPHEMERAL)
         pod = apply_identity(raw, source, origin, node_name)
         parse_pod(pod)
     except InvalidPod as exc:

@@ -9,6 +9,7 @@ parses them again: a bus peer is not trusted either.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import zlib
@@ -16,7 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NewType, TypeVar
 
-from pkletd.ipc.apimodel import envspec, priority, resourcespec, securityspec, volumespec
+from pkletd.ipc.apimodel import (
+    envspec,
+    ephemeralspec,
+    priority,
+    resourcespec,
+    securityspec,
+    volumespec,
+)
 from pkletd.ipc.apimodel.envspec import EnvFrom, EnvVar
 from pkletd.ipc.apimodel.fieldcheck import InvalidField
 from pkletd.ipc.apimodel.probespec import InvalidProbe, Probe, ProbeType, parse_hooks, parse_probes
@@ -70,6 +78,7 @@ class Container:
     stdin: bool = False  # the container's stdin stays open (for attach)
     stdin_once: bool = False  # ... until the first attach closes it
     tty: bool = False
+    target_container_name: str = ""  # an ephemeral container's: whose namespaces it joins
 
     @property
     def sidecar(self) -> bool:
@@ -104,6 +113,7 @@ class Pod:
     deleted: bool = False  # the API server set its deletionTimestamp: stop it
     image_pull_secrets: tuple[str, ...] = ()  # the Secrets' names, in the spec's order
     priority: int = 0  # ``priority.pod_priority``
+    ephemeral_containers: tuple[Container, ...] = ()  # added to the running pod by the API
 
     @property
     def full_name(self) -> str:
@@ -133,6 +143,9 @@ def parse_pod(raw: Any) -> Pod:
     namespace = _name(meta.get("namespace", "default"), "metadata.namespace", _DNS_LABEL, 63)
     containers = _containers(spec.get("containers"))
     init_containers = _init_containers(spec.get("initContainers") or [], containers)
+    ephemeral = _ephemeral_containers(
+        spec.get("ephemeralContainers") or [], init_containers + containers
+    )
     return Pod(
         uid=PodUID(_string(meta.get("uid", ""), "metadata.uid")),
         name=name,
@@ -151,7 +164,8 @@ def parse_pod(raw: Any) -> Pod:
         deleted=meta.get("deletionTimestamp") is not None,
         image_pull_secrets=_pull_secrets(spec.get("imagePullSecrets") or []),
         priority=_field(priority.pod_priority, spec),
-        **_volumes_and_security(spec, init_containers + containers),
+        ephemeral_containers=ephemeral,
+        **_volumes_and_security(spec, init_containers + containers + ephemeral),
     )
 
 
@@ -179,14 +193,16 @@ def _volumes_and_security(
     """``volumes`` and the pod's ``securityContext``; every volume mount names a volume."""
     volumes = _field(volumespec.parse_volumes, spec)
     security = _field(securityspec.parse_pod_security, spec)
-    init_count = len(spec.get("initContainers") or [])
-    for i, c in enumerate(containers):
-        path = (
-            f"spec.initContainers[{i}]" if i < init_count else f"spec.containers[{i - init_count}]"
-        )
+    for c, path in zip(containers, _paths(spec), strict=True):
         privileged = c.security is not None and bool(c.security.privileged)
         _field(volumespec.check_mounts, c.volume_mounts, volumes, path, privileged)
     return {"volumes": volumes, "security": security}
+
+
+def _paths(spec: dict[str, Any]) -> list[str]:
+    """The field paths of init, regular and ephemeral containers, in that order."""
+    lists = ("initContainers", "containers", "ephemeralContainers")
+    return [f"spec.{key}[{i}]" for key in lists for i in range(len(spec.get(key) or []))]
 
 
 def _field(parse: Callable[..., _T], *args: Any) -> _T:
@@ -226,6 +242,25 @@ def _init_containers(value: Any, regular: tuple[Container, ...]) -> tuple[Contai
     return found
 
 
+def _ephemeral_containers(value: Any, others: tuple[Container, ...]) -> tuple[Container, ...]:
+    """``spec.ephemeralContainers``: containers without the fields the API forbids them,
+    each with its ``targetContainerName``; names unique across every kind of container."""
+    path = "spec.ephemeralContainers"
+    found = []
+    for i, item in enumerate(_list(value, path)):
+        where = f"{path}[{i}]"
+        raw = _mapping(item, where)
+        _field(ephemeralspec.check_fields, raw, where)
+        target = _field(ephemeralspec.target_name, raw, where)
+        found.append(dataclasses.replace(_container(raw, where), target_container_name=target))
+    seen = {c.name for c in others}
+    for i, c in enumerate(found):
+        if c.name in seen:
+            raise InvalidPod(f"{path}[{i}].name: duplicate value {c.name!r}")
+        seen.add(c.name)
+    return tuple(found)
+
+
 def _deadline(value: Any) -> int | None:
     if value is None:
         return None
@@ -239,6 +274,7 @@ def _container(value: Any, path: str, init: bool = False) -> Container:
     image = _string(c.get("image", ""), f"{path}.image")
     if not image.strip():
         raise InvalidPod(f"{path}.image: required value")
+    post_start, pre_stop = _hooks(c, path)
     return Container(
         name=_name(c.get("name"), f"{path}.name", _DNS_LABEL, 63),
         image=image,
@@ -262,7 +298,8 @@ def _container(value: Any, path: str, init: bool = False) -> Container:
         stdin=_bool(c.get("stdin", False), f"{path}.stdin"),
         stdin_once=_bool(c.get("stdinOnce", False), f"{path}.stdinOnce"),
         tty=_bool(c.get("tty", False), f"{path}.tty"),
-        **_hooks(c, path),
+        post_start=post_start,
+        pre_stop=pre_stop,
     )
 
 
@@ -275,15 +312,13 @@ def _container_restart_policy(value: Any, path: str, init: bool) -> str:
     return "Always"
 
 
-def _hooks(container: dict[str, Any], path: str) -> dict[str, Probe | None]:
+def _hooks(container: dict[str, Any], path: str) -> tuple[Probe | None, Probe | None]:
+    """The postStart and preStop hooks."""
     try:
         hooks = parse_hooks(container, path)
     except InvalidProbe as exc:
         raise InvalidPod(str(exc)) from exc
-    return {
-        "post_start": hooks.get(ProbeType.POST_START),
-        "pre_stop": hooks.get(ProbeType.PRE_STOP),
-    }
+    return hooks.get(ProbeType.POST_START), hooks.get(ProbeType.PRE_STOP)
 
 
 def _probes(container: dict[str, Any], path: str) -> tuple[Probe, ...]:

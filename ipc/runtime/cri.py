@@ -184,6 +184,7 @@ class ContainerSpec:
     stdin: bool = False
     stdin_once: bool = False
     tty: bool = False
+    target_id: str = ""  # an ephemeral container's target: the container whose PIDs it sees
 
 
 @dataclass(frozen=True, slots=True)
@@ -775,4 +776,14 @@ def _container_config(spec: ContainerSpec, host_network: bool = False) -> Any:
     )
     if spec.resources is not None:
         config.linux.resources.CopyFrom(_container_resources(spec.resources))
+    _target_pid(config.linux.security_context.namespace_options, spec.target_id)
     return config
+
+
+def _target_pid(options: Any, target_id: str) -> None:
+    """An ephemeral container with a target joins its PID namespace (``TARGET``), but only
+    where the pod gives each container its own (``CONTAINER``): with hostPID or
+    shareProcessNamespace the pod's mode wins, as the kubelet decides."""
+    if target_id and options.pid == pb.CONTAINER:
+        options.pid = pb.TARGET
+        options.target_id = target_id

@@ -325,6 +325,10 @@ class Pods:
                     "phase": status.get("phase", "Pending"),
                     "containers": [
                         self._container_summary(uid, c) for c in status.get("containerStatuses", [])
+                    ]
+                    + [
+                        {**self._container_summary(uid, c), "ephemeral": True}
+                        for c in status.get("ephemeralContainerStatuses", [])
                     ],
                 }
             )

@@ -88,6 +88,15 @@ def go_duration(seconds: float) -> str:
     return f"{hours}h{text}" if hours else text
 
 
+def _container_list(pod: Pod, name: str) -> str:
+    """The spec list that holds the container ``name``."""
+    if any(c.name == name for c in pod.init_containers):
+        return "initContainers"
+    if any(c.name == name for c in pod.ephemeral_containers):
+        return "ephemeralContainers"
+    return "containers"
+
+
 @dataclass(frozen=True, slots=True)
 class ObjectRef:
     """What an event is about: a pod (a container of it, by ``fieldPath``) or the node."""
@@ -103,8 +112,7 @@ class ObjectRef:
         """The pod, or its container by name (``spec.containers{name}``, as the kubelet)."""
         path = ""
         if container:
-            init = any(c.name == container for c in pod.init_containers)
-            path = f"spec.{'initContainers' if init else 'containers'}{{{container}}}"
+            path = f"spec.{_container_list(pod, container)}{{{container}}}"
         return cls("Pod", pod.namespace, pod.name, pod.uid, path)
 
     @classmethod

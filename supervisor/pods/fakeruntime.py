@@ -66,6 +66,7 @@ class FakeRuntime(Runtime):  # declared, so the type checker proves it fits
         self.pinned: set[str] = set()
         self.sandbox_image_name = ""  # what the verbose Status would say
         self.log_paths: dict[ContainerID, str] = {}
+        self.specs: dict[ContainerID, ContainerSpec] = {}  # what each container was created from
         self.pulls: list[tuple[str, RegistryAuth | None]] = []  # each PullImage's image and auth
         self.closed = False
         self._failures: dict[str, list[CriError]] = {}
@@ -230,6 +231,7 @@ class FakeRuntime(Runtime):  # declared, so the type checker proves it fits
                 annotations=dict(spec.annotations),
             )
             self.log_paths[container_id] = os.path.join(sandbox.log_directory, spec.log_path)
+            self.specs[container_id] = spec
         return container_id
 
     def start_container(self, container_id: ContainerID) -> None:

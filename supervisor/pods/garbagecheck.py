@@ -76,7 +76,10 @@ class GarbageCheck:
         """The images of every pod the book holds: spec names and running image ids."""
         found: set[str] = set()
         for entry in self._pods.entries.values():
-            found.update(c.image for c in (*entry.pod.init_containers, *entry.pod.containers))
+            pod = entry.pod
+            found.update(
+                c.image for c in (*pod.init_containers, *pod.containers, *pod.ephemeral_containers)
+            )
             if entry.runtime is not None:
                 found.update(c.image_ref for c in entry.runtime.containers if c.image_ref)
         return frozenset(found)

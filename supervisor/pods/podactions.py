@@ -16,6 +16,8 @@ first). The rules, as the kubelet applies them:
   spec is replaced; one no longer in the spec is killed.
 - A pod whose regular containers are all done (``Never``, or ``OnFailure`` and
   all succeeded) is torn down: sidecars and sandbox stop.
+- Ephemeral containers with no instance yet start first, in a usable sandbox, even
+  while init containers run; one that ran is never started again (``ephemeral``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from pkletd.ipc.apimodel.podspec import Container, Pod
 from pkletd.ipc.apimodel.probespec import ProbeType
 from pkletd.ipc.runtime.cri import ContainerInfo, ContainerState, SandboxInfo, SandboxState
+from pkletd.supervisor.pods import ephemeral
 from pkletd.supervisor.pods.setup import runtimespec
 from pkletd.supervisor.pods.types import PodRuntime
 
@@ -129,7 +132,7 @@ def compute_actions(pod: Pod, state: PodRuntime, passed: frozenset[str] = frozen
     progress = init_progress(pod, state, passed)
     if progress.failed:
         return Actions(kill_pod=True, init_failed=True)
-    start = list(_changed(pod.init_containers, state, kill))
+    start = [*ephemeral.pending(pod, state), *_changed(pod.init_containers, state, kill)]
     if not progress.done:
         if progress.next is not None and progress.next not in start:
             start.append(progress.next)
@@ -178,7 +181,7 @@ def _succeeded_once(pod: Pod, container: Container, state: PodRuntime) -> bool:
 
 
 def _unwanted(pod: Pod, state: PodRuntime) -> list[ContainerInfo]:
-    names = {c.name for c in (*pod.init_containers, *pod.containers)}
+    names = {c.name for c in (*pod.init_containers, *pod.containers, *pod.ephemeral_containers)}
     return [c for c in state.running() if c.name not in names]
 
 

@@ -34,10 +34,15 @@ class SyncType(enum.StrEnum):
 class ContainerType(enum.StrEnum):
     CONTAINER = "container"
     INIT_CONTAINER = "init_container"
+    EPHEMERAL_CONTAINER = "ephemeral_container"
 
     @classmethod
     def of(cls, pod: Pod, container: Container) -> ContainerType:
-        return cls.INIT_CONTAINER if container in pod.init_containers else cls.CONTAINER
+        if container in pod.init_containers:
+            return cls.INIT_CONTAINER
+        if container in pod.ephemeral_containers:
+            return cls.EPHEMERAL_CONTAINER
+        return cls.CONTAINER
 
 
 class PodMetrics:

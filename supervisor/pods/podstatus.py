@@ -10,6 +10,11 @@ PodReadyToStartContainers (the sandbox is ready), Initialized, ContainersReady a
 Ready; and DisruptionTarget for a pod the kubelet stopped itself. A condition keeps its
 lastTransitionTime until its status changes.
 ``qosClass`` is ``qos.pod_qos`` (the API's GetPodQOS).
+
+Ephemeral containers have their statuses in ``ephemeralContainerStatuses`` and no part
+in the phase or the conditions; they are never ready and have no ``started`` (no prober
+looks at them); one not created yet waits with ``PodInitializing`` in a pod that has init
+containers, else ``ContainerCreating`` (the kubelet's default waiting state).
 """
 
 from __future__ import annotations
@@ -196,12 +201,28 @@ def pod_status(
     }
     if init_statuses:
         status["initContainerStatuses"] = init_statuses
+    if pod.ephemeral_containers:
+        status["ephemeralContainerStatuses"] = ephemeral_statuses(pod, runtime, waiting, probes)
     if failure is not None:
         status["reason"], status["message"] = failure.reason, failure.message
     if pod_ip:
         status["podIP"] = pod_ip
         status["podIPs"] = [{"ip": pod_ip}]
     return status
+
+
+def ephemeral_statuses(
+    pod: Pod, runtime: PodRuntime, waiting: Mapping[str, Waiting], probes: ProbeResults
+) -> list[dict[str, Any]]:
+    initializing = Waiting(WaitingReason.POD_INITIALIZING, "") if pod.init_containers else None
+    found = []
+    for c in pod.ephemeral_containers:
+        why = waiting.get(c.name) or (initializing if runtime.latest(c.name) is None else None)
+        status = container_status(pod, c, runtime, why, probes)
+        status["ready"] = False
+        del status["started"]
+        found.append(status)
+    return found
 
 
 def _init_phase(pod: Pod, init: InitProgress) -> str | None:

@@ -33,7 +33,7 @@ from pkletd.ipc.runtime.cri import (
     SandboxSpec,
     unless_gone,
 )
-from pkletd.supervisor.pods import backoff
+from pkletd.supervisor.pods import backoff, ephemeral
 from pkletd.supervisor.pods.backoff import CrashBackoff
 from pkletd.supervisor.pods.cgroups.podcgroups import PodCgroups
 from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason
@@ -336,7 +336,7 @@ class PodSyncer:
             self._metrics.started_containers_errors.inc(kind, WaitingReason.IMAGE_PULL_BACK_OFF)
             retry.append(pull_wait)
             return None
-        outcome = self._create_and_start(pod, container, restart_count, sandbox)
+        outcome = self._create_and_start(pod, container, restart_count, sandbox, state)
         if isinstance(outcome, Waiting) and outcome.reason is WaitingReason.CONTAINER_CREATING:
             waiting[container.name] = outcome  # no failure: an object it needs is not read yet
             retry.append(NOT_YET_READ_RETRY_S)
@@ -365,6 +365,7 @@ class PodSyncer:
         container: Container,
         restart_count: int,
         sandbox: PodSandbox,
+        state: PodRuntime,
     ) -> ContainerID | Waiting:
         image = self._images.ensure(pod, container, sandbox.spec)
         if isinstance(image, Waiting):
@@ -372,6 +373,7 @@ class PodSyncer:
         where = ObjectRef.of(pod, container.name)
         spec = runtimespec.container_spec(pod, container, restart_count)
         try:
+            spec = dataclasses.replace(spec, target_id=ephemeral.target_id(container, state))
             spec = self._setup.container_spec(pod, container, spec, sandbox.ip, image)
         except ConfigPending as exc:
             log.info("config waits pod=%s container=%s for=%s", pod.full_name, container.name, exc)

@@ -89,7 +89,7 @@ def field_value(
 
 def raw_container(pod: Pod, name: str) -> dict[str, Any] | None:
     spec = pod.raw.get("spec") or {}
-    for group in ("containers", "initContainers"):
+    for group in ("containers", "initContainers", "ephemeralContainers"):
         for container in spec.get(group) or []:
             if isinstance(container, dict) and container.get("name") == name:
                 return container

@@ -36,6 +36,7 @@ from tests.harness.apiserver.kinds.events import (
     to_events_v1,
 )
 from tests.harness.apiserver.kinds.nodes import NodeStatusStrategy, NodeStrategy
+from tests.harness.apiserver.kinds.pod_ephemeral import PodEphemeralContainersStrategy
 from tests.harness.apiserver.kinds.pods import PodStatusStrategy, PodStrategy
 from tests.harness.apiserver.store import Store
 
@@ -75,6 +76,8 @@ class ResourceType:
     categories: tuple[str, ...] = ()
     subresources: tuple[Subresource, ...] = ()
     status_strategy: Strategy | None = None
+    # other subresources that read and write the object itself, each with its strategy
+    object_subresources: dict[str, Strategy] = field(default_factory=dict)
     to_wire: Callable[[Obj], Obj] = _same
     from_wire: Callable[[Obj], Obj] = _same
     field_label_renames: dict[str, str] = field(default_factory=dict)
@@ -149,9 +152,13 @@ def build_resources(store: Store, pod_generation: bool = False) -> ResourceTable
                 short_names=("po",),
                 categories=("all",),
                 status_strategy=PodStatusStrategy(pods),
+                object_subresources={
+                    "ephemeralcontainers": PodEphemeralContainersStrategy(pods),
+                },
                 subresources=(
                     Subresource("attach", "PodAttachOptions", ("create", "get")),
                     Subresource("binding", "Binding", ("create",)),
+                    Subresource("ephemeralcontainers", "Pod", ("get", "patch", "update")),
                     Subresource("eviction", "Eviction", ("create",), "policy", "v1"),
                     Subresource("exec", "PodExecOptions", ("create", "get")),
                     Subresource("log", "Pod", ("get",)),

@@ -28,6 +28,7 @@ from tests.harness.apiserver.watch import WatchLoop, WatchOptions
 if TYPE_CHECKING:
     from tests.harness.apiserver.auth import UserInfo
     from tests.harness.apiserver.handler import ApiHandler
+    from tests.harness.apiserver.kinds.base import Strategy
     from tests.harness.apiserver.server import ServerParts
 
 Obj = dict[str, Any]
@@ -256,7 +257,9 @@ class Router:
             raise errors.path_not_found()
         name = info.subresource
         if name == "status":
-            self._status(h, info, call)
+            self._object(h, call, resource.status_strategy)
+        elif name in resource.object_subresources:
+            self._object(h, call, resource.object_subresources[name])
         elif name in UPGRADES:
             self._upgrade(h, info, call)
         elif name == "log" and h.command == "GET":
@@ -282,8 +285,10 @@ class Router:
         else:
             raise errors.method_not_allowed()
 
-    def _status(self, h: ApiHandler, info: RequestInfo, call: Call) -> None:
-        registry, strategy = self.parts.registry, call.resource.status_strategy
+    def _object(self, h: ApiHandler, call: Call, strategy: Strategy | None) -> None:
+        """A subresource that is the object itself (``status``, ``ephemeralcontainers``):
+        GET it, PUT or PATCH it through the subresource's strategy."""
+        registry = self.parts.registry
         output = negotiate(h.headers.get("Accept"))
         if h.command == "GET":
             h.send_object(200, registry.get(call), output.media)

@@ -1,6 +1,10 @@
 """Pod validation: ``ValidatePodCreate``'s checks that a client meets, and the spec
 immutability of ``ValidatePodUpdate`` (only images, a shrinking ``activeDeadlineSeconds``,
 added tolerations and removed scheduling gates may change), worded as the real messages.
+Ephemeral containers are validated as containers, plus ``validateEphemeralContainers``'
+own checks: ``targetContainerName`` names a container or an init container (``Not
+found``); the fields outside the API's allow list, and a mount's ``subPath`` and
+``subPathExpr``, are ``Forbidden: cannot be set for an Ephemeral Container``.
 """
 
 from __future__ import annotations
@@ -22,6 +26,17 @@ MUTABLE_SPEC_MESSAGE = (
     "(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
     "(allow it to be set to 1 if it was previously negative)"
 )
+EPHEMERAL_FORBIDDEN = (
+    "ports",
+    "resources",
+    "livenessProbe",
+    "readinessProbe",
+    "startupProbe",
+    "lifecycle",
+    "resizePolicy",
+    "restartPolicy",
+)
+NOT_FOR_EPHEMERAL = "cannot be set for an Ephemeral Container"
 _VOLUME_SOURCES = (
     "hostPath",
     "emptyDir",
@@ -54,6 +69,7 @@ def validate_spec(spec: Obj) -> list[FieldError]:
             if name and name in seen:
                 errs.append(FieldError.duplicate(f"{path}.name", name))
             seen.add(name)
+    errs += validate_ephemeral(spec)
     errs += _enum(spec, "restartPolicy", RESTART_POLICIES)
     errs += _enum(spec, "dnsPolicy", DNS_POLICIES)
     for key in ("nodeName", "serviceAccountName"):
@@ -73,6 +89,30 @@ def validate_spec(spec: Obj) -> list[FieldError]:
         )
     for i, toleration in enumerate(spec.get("tolerations") or []):
         errs += _validate_toleration(toleration, f"spec.tolerations[{i}]")
+    return errs
+
+
+def validate_ephemeral(spec: Obj) -> list[FieldError]:
+    """``validateEphemeralContainers``' own checks (see the module doc)."""
+    lists = ("containers", "initContainers")
+    others = {c.get("name") for key in lists for c in spec.get(key) or []}
+    errs: list[FieldError] = []
+    for i, container in enumerate(spec.get("ephemeralContainers") or []):
+        path = f"spec.ephemeralContainers[{i}]"
+        target = container.get("targetContainerName")
+        if target and target not in others:
+            errs.append(FieldError.not_found(f"{path}.targetContainerName", target))
+        errs += [
+            FieldError.forbidden(f"{path}.{key}", NOT_FOR_EPHEMERAL)
+            for key in EPHEMERAL_FORBIDDEN
+            if container.get(key) not in (None, "", [], {})
+        ]
+        for j, mount in enumerate(container.get("volumeMounts") or []):
+            errs += [
+                FieldError.forbidden(f"{path}.volumeMounts[{j}].{key}", NOT_FOR_EPHEMERAL)
+                for key in ("subPath", "subPathExpr")
+                if mount.get(key)
+            ]
     return errs
 
 
@@ -118,7 +158,7 @@ def _validate_container(
         errs.append(FieldError.required(f"{path}.name"))
     else:
         errs += [FieldError.invalid(f"{path}.name", name, p) for p in dns1123_label(name)]
-    if not container.get("image") and list_name != "ephemeralContainers":
+    if not container.get("image"):
         errs.append(FieldError.required(f"{path}.image"))
     errs += _enum(container, "imagePullPolicy", PULL_POLICIES, path)
     errs += _enum(container, "terminationMessagePolicy", ("File", "FallbackToLogsOnError"), path)

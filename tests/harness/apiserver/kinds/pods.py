@@ -4,7 +4,9 @@ What the real registry does and a node agent notices: status is reset on create 
 Pending, qosClass) and ignored by writes to the pod; the spec is immutable but for images,
 ``activeDeadlineSeconds`` (may only shrink), new tolerations and removed scheduling gates;
 ``/status`` writes keep the spec and owner references; deletion is graceful on a bound,
-non-terminal pod (``grace_period``); ``bind`` is what ``pods/binding`` does.
+non-terminal pod (``grace_period``); ``bind`` is what ``pods/binding`` does. Ephemeral
+containers come only through ``pods/<name>/ephemeralcontainers`` (``pod_ephemeral``): a pod
+is not created with any, and its status may not show an ended one running again.
 """
 
 from __future__ import annotations
@@ -55,7 +57,11 @@ class PodStrategy(Strategy):
         obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj)}
 
     def validate(self, obj: Obj) -> list[FieldError]:
-        return super().validate(obj) + validate_spec(obj.get("spec") or {})
+        spec = obj.get("spec") or {}
+        errs = super().validate(obj) + validate_spec(spec)
+        if spec.get("ephemeralContainers"):  # only the ephemeralcontainers subresource adds them
+            errs.append(FieldError.forbidden("spec.ephemeralContainers", "cannot be set on create"))
+        return errs
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
         errs = validate_meta_update(new, old)
@@ -105,27 +111,29 @@ class PodStatusStrategy(StatusStrategy):
         for field in ("podIPs", "hostIPs"):
             for i, entry in enumerate(status.get(field) or []):
                 errs += _ip_errors(f"status.{field}[{i}].ip", entry.get("ip", ""))
-        errs += _terminated_restarts(new, old)
+        policy = (old.get("spec") or {}).get("restartPolicy", "")
+        errs += _terminated_stays(new, old, "containerStatuses", policy)
+        # the kubelet never restarts an ephemeral container: an implicit Never
+        errs += _terminated_stays(new, old, "ephemeralContainerStatuses", "Never")
         return errs
 
 
-def _terminated_restarts(new: Obj, old: Obj) -> list[FieldError]:
-    """A container that terminated may not run again when the restart policy forbids it."""
-    policy = (old.get("spec") or {}).get("restartPolicy")
+def _terminated_stays(new: Obj, old: Obj, key: str, policy: str) -> list[FieldError]:
+    """``ValidateContainerStateTransition``: under ``policy`` a terminated container (of the
+    status list ``key``) may not be shown running or waiting again."""
     if policy == "Always":
         return []
+    after = {s.get("name"): s for s in (new.get("status") or {}).get(key) or []}
     errs = []
-    before = {s.get("name"): s for s in (old.get("status") or {}).get("containerStatuses") or []}
-    for i, after in enumerate((new.get("status") or {}).get("containerStatuses") or []):
-        previous = (before.get(after.get("name")) or {}).get("state") or {}
-        terminated = previous.get("terminated")
-        if terminated is None or "terminated" in (after.get("state") or {}):
+    for i, before in enumerate((old.get("status") or {}).get(key) or []):
+        terminated = (before.get("state") or {}).get("terminated")
+        if terminated is None or (terminated.get("exitCode") != 0 and policy == "OnFailure"):
             continue
-        if policy == "Never" or terminated.get("exitCode") == 0:
+        now = after.get(before.get("name"))
+        if now is not None and "terminated" not in (now.get("state") or {}):
             errs.append(
                 FieldError.forbidden(
-                    f"status.containerStatuses[{i}].state",
-                    "may not be transitioned to non-terminated state",
+                    f"status.{key}[{i}].state", "may not be transitioned to non-terminated state"
                 )
             )
     return errs
