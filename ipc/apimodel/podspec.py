@@ -16,7 +16,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NewType, TypeVar
 
-from pkletd.ipc.apimodel import envspec, priority, resourcespec, securityspec, volumespec
+from pkletd.ipc.apimodel import (
+    envspec,
+    priority,
+    readiness,
+    resourcespec,
+    runtimeclass,
+    securityspec,
+    volumespec,
+)
 from pkletd.ipc.apimodel.envspec import EnvFrom, EnvVar
 from pkletd.ipc.apimodel.fieldcheck import InvalidField
 from pkletd.ipc.apimodel.probespec import InvalidProbe, Probe, ProbeType, parse_hooks, parse_probes
@@ -104,6 +112,9 @@ class Pod:
     deleted: bool = False  # the API server set its deletionTimestamp: stop it
     image_pull_secrets: tuple[str, ...] = ()  # the Secrets' names, in the spec's order
     priority: int = 0  # ``priority.pod_priority``
+    readiness_gates: tuple[str, ...] = ()  # condition types that must be True for Ready
+    runtime_class: str = ""  # ``runtimeClassName``; "" for the runtime's default handler
+    overhead: resourcespec.Amounts = ()  # ``spec.overhead``, as RuntimeClass admission set it
 
     @property
     def full_name(self) -> str:
@@ -151,6 +162,9 @@ def parse_pod(raw: Any) -> Pod:
         deleted=meta.get("deletionTimestamp") is not None,
         image_pull_secrets=_pull_secrets(spec.get("imagePullSecrets") or []),
         priority=_field(priority.pod_priority, spec),
+        readiness_gates=_field(readiness.parse_gates, spec),
+        runtime_class=_field(runtimeclass.parse_name, spec),
+        overhead=_field(runtimeclass.parse_overhead, spec),
         **_volumes_and_security(spec, init_containers + containers),
     )
 
