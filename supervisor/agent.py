@@ -41,6 +41,7 @@ from pkletd.ipc.bus.messages import (
     ReclaimRequested,
     ReleaseShutdownInhibitor,
     RelistCompleted,
+    RuntimeClassesListed,
     ServicesListed,
     SignalsObserved,
     Snapshot,
@@ -99,6 +100,7 @@ FACTS_FROM = {
     ObjectFetched: "pod-objects",
     TokenIssued: "pod-objects",
     ServicesListed: "pod-objects",
+    RuntimeClassesListed: "pod-objects",
     GarbageFound: "image-gc",
     SignalsObserved: "eviction",
     EvictionThresholdMet: "eviction",
@@ -205,7 +207,9 @@ class Agent:
             pods=self._pods,
             probes=self._probes,
             events=self._events,
-            admitter=admission.Admitter(admission.Node.of(node, config.max_pods, labels)),
+            admitter=admission.Admitter(
+                admission.Node.of(node, config.max_pods, labels), objects.standalone
+            ),
             sync_frequency=config.sync_frequency,
             objects=objects,
             metrics=self._metrics.pods,
@@ -421,6 +425,8 @@ class Agent:
             self._sync.on_token_issued(message)
         elif isinstance(message, ServicesListed):
             self._sync.on_services_listed(message)
+        elif isinstance(message, RuntimeClassesListed):
+            self._sync.on_runtime_classes_listed(message)
         elif isinstance(message, GarbageFound):
             self._garbage.on_found(message)
         elif isinstance(message, ReclaimRequested):

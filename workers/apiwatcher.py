@@ -7,8 +7,11 @@ through an ``Inbox``; its thread never touches the bus.
 
 The loop keeps the set and sends it whole (``PodsListed``, source ``api``) when the
 part the parent acts on changed: the metadata less ``resourceVersion`` and
-``managedFields``, the spec, and the phase once it is terminal. So the echo of the
-status manager's own writes sends nothing. Mirror pods (``kubernetes.io/config.mirror``)
+``managedFields``, the spec, the phase once it is terminal, and for a pod with
+``readinessGates`` the conditions its gates name (another client's status patch that
+turns a gate True makes the parent compute Ready again, as the kubelet's
+``HandlePodReconcile`` does). So the echo of the status manager's own writes sends
+nothing. Mirror pods (``kubernetes.io/config.mirror``)
 are the static pods' reflections and are left out, as the kubelet leaves them out.
 A restarted worker relists and sends the set again: nothing is lost or doubled.
 """
@@ -22,6 +25,7 @@ from typing import Any
 import kubernetes.client
 from pkletd.ipc.apiclient import kubeapi
 from pkletd.ipc.apiclient.reflector import Broken, Listed, Reflector, Seen
+from pkletd.ipc.apimodel.readiness import gate_conditions
 from pkletd.ipc.bus.messages import Message, PodsListed, Snapshot
 from pkletd.ipc.bus.sender import Sender
 from pkletd.ipc.bus.sockets import WorkerBus
@@ -37,16 +41,23 @@ VOLATILE = ("resourceVersion", "managedFields")  # metadata that changes with ev
 
 
 def source_view(pod: dict[str, Any]) -> dict[str, Any]:
-    """What the parent acts on of an API pod (no resourceVersion, status only when ended)."""
+    """What the parent acts on of an API pod: no resourceVersion; of the status, the phase
+    once terminal and the readiness gates' conditions."""
     meta = {
         k: v
         for k, v in pod.get("metadata", {}).items()
         if k not in ("resourceVersion", "managedFields")
     }
     view = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod.get("spec", {})}
+    status: dict[str, Any] = {}
     phase = pod.get("status", {}).get("phase")
     if phase in TERMINAL:
-        view["status"] = {"phase": phase}
+        status["phase"] = phase
+    gates = gate_conditions(pod)
+    if gates:
+        status["conditions"] = gates
+    if status:
+        view["status"] = status
     return view
 
 

@@ -21,7 +21,9 @@ from pkletd.ipc.apimodel import (
     envspec,
     ephemeralspec,
     priority,
+    readiness,
     resourcespec,
+    runtimeclass,
     securityspec,
     volumespec,
 )
@@ -114,6 +116,9 @@ class Pod:
     image_pull_secrets: tuple[str, ...] = ()  # the Secrets' names, in the spec's order
     priority: int = 0  # ``priority.pod_priority``
     ephemeral_containers: tuple[Container, ...] = ()  # added to the running pod by the API
+    readiness_gates: tuple[str, ...] = ()  # condition types that must be True for Ready
+    runtime_class: str = ""  # ``runtimeClassName``; "" for the runtime's default handler
+    overhead: resourcespec.Amounts = ()  # ``spec.overhead``, as RuntimeClass admission set it
 
     @property
     def full_name(self) -> str:
@@ -165,6 +170,9 @@ def parse_pod(raw: Any) -> Pod:
         image_pull_secrets=_pull_secrets(spec.get("imagePullSecrets") or []),
         priority=_field(priority.pod_priority, spec),
         ephemeral_containers=ephemeral,
+        readiness_gates=_field(readiness.parse_gates, spec),
+        runtime_class=_field(runtimeclass.parse_name, spec),
+        overhead=_field(runtimeclass.parse_overhead, spec),
         **_volumes_and_security(spec, init_containers + containers + ephemeral),
     )
 

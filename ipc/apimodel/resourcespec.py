@@ -127,3 +127,8 @@ def _show(amount: Fraction) -> str:
     if amount.denominator == 1:
         return str(amount.numerator)
     return f"{quantity.milli(amount)}m"
+
+
+def parse_amounts(value: Any, path: str) -> Amounts:
+    """A resource list outside a container (the pod's ``overhead``), checked as one."""
+    return tuple(sorted(_amounts(value, path).items()))

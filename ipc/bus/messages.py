@@ -258,6 +258,15 @@ class ServicesListed:
     services: list[dict[str, Any]]
 
 
+@dataclass(frozen=True, slots=True)
+class RuntimeClassesListed:
+    """The cluster's RuntimeClasses as the kubelet's RuntimeClass manager keeps them: the
+    runtime handler of each, by class name; sent once listed and whenever one changes."""
+
+    kind = "RuntimeClassesListed"
+    handlers: dict[str, str]
+
+
 # --- worker -> parent: the node's shutdown (systemd-logind) ----------------------
 
 
@@ -623,6 +632,7 @@ Message = (
     | ObjectFetched
     | TokenIssued
     | ServicesListed
+    | RuntimeClassesListed
     | GarbageFound
     | ReclaimRequested
     | GarbageCollected
@@ -661,6 +671,7 @@ MESSAGES: dict[str, type[Message]] = {
         ObjectFetched,
         TokenIssued,
         ServicesListed,
+        RuntimeClassesListed,
         GarbageFound,
         ReclaimRequested,
         GarbageCollected,

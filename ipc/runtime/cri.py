@@ -152,6 +152,9 @@ class SandboxSpec:
     sysctls: Mapping[str, str] = field(default_factory=dict)
     security: SandboxSecuritySpec | None = None
     cgroup_parent: str = ""  # the pod's cgroup (``/kubepods/burstable/pod<uid>``)
+    runtime_handler: str = ""  # RunPodSandbox's: the pod's RuntimeClass handler ("" default)
+    overhead: ContainerResources | None = None  # the pod's overhead (requests = limits)
+    resources: ContainerResources | None = None  # the pod's containers' totals, no overhead
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +203,7 @@ class SandboxInfo:
     annotations: Mapping[str, str]
     ip: str = ""
     host_network: bool | None = None  # known from PodSandboxStatus only
+    runtime_handler: str = ""  # the handler it runs with ("" the runtime's default)
 
 
 @dataclass(frozen=True, slots=True)
@@ -539,7 +543,9 @@ class CriRuntime:
         self._call(self._images, "PullImage", request, f"image={image}")
 
     def run_sandbox(self, spec: SandboxSpec) -> SandboxID:
-        request = pb.RunPodSandboxRequest(config=_sandbox_config(spec))
+        request = pb.RunPodSandboxRequest(
+            config=_sandbox_config(spec), runtime_handler=spec.runtime_handler
+        )
         reply = self._call(self._runtime, "RunPodSandbox", request, _pod_target(spec))
         return SandboxID(reply.pod_sandbox_id)
 
@@ -639,6 +645,7 @@ def _sandbox_info(s: Any) -> SandboxInfo:
         created_at=s.created_at,
         labels=dict(s.labels),
         annotations=dict(s.annotations),
+        runtime_handler=s.runtime_handler,
     )
 
 
@@ -680,6 +687,8 @@ def _sandbox_config(spec: SandboxSpec) -> Any:
             security_context=_sandbox_security(spec.security, network),
             sysctls=dict(spec.sysctls),
             cgroup_parent=spec.cgroup_parent,
+            overhead=_optional_resources(spec.overhead),
+            resources=_optional_resources(spec.resources),
         ),
     )
 
@@ -747,6 +756,10 @@ def _container_resources(r: ContainerResources) -> Any:
         oom_score_adj=r.oom_score_adj,
         unified=dict(r.unified),
     )
+
+
+def _optional_resources(r: ContainerResources | None) -> Any:
+    return _container_resources(r) if r is not None else None
 
 
 def _container_config(spec: ContainerSpec, host_network: bool = False) -> Any:

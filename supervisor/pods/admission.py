@@ -9,6 +9,9 @@ Checks, in the kubelet's order, and the first failure is the reason:
    (``Evicted``, ``The node had condition: [MemoryPressure]. ``);
 0. the sysctl allowlist, the kubelet's own admit handler that runs before the
    predicates (``SysctlForbidden``, ``securitycontext.forbidden_sysctl``);
+0. on a standalone node (no API server), a pod with a ``runtimeClassName``: there is no
+   RuntimeClass to resolve it by (``RuntimeClassUnavailable``; the kubelet would run it
+   with the runtime's default handler, as if the field were not there);
 1. ``kubernetes.io/os`` node selector and ``spec.os.name`` against linux
    (``PodOSSelectorNodeLabelDoesNotMatch``, ``PodOSNotSupported``);
 2. resources (the scheduler's AdmissionCheck): pod count against ``maxPods``, then
@@ -71,7 +74,7 @@ class Node:
 
 def requests(pod: Pod) -> dict[str, int]:
     """The pod's effective requests: the larger of its app containers (with sidecars)
-    and any one init container (with the sidecars started before it)."""
+    and any one init container (with the sidecars started before it), plus its overhead."""
     total = dict.fromkeys(RESOURCES, 0)
     sidecars = dict.fromkeys(RESOURCES, 0)
     init_peak = dict.fromkeys(RESOURCES, 0)
@@ -85,18 +88,21 @@ def requests(pod: Pod) -> dict[str, int]:
     for raw in spec.get("containers") or []:
         own = _container_requests(raw)
         total = {k: total[k] + own[k] for k in RESOURCES}
-    return {k: max(total[k] + sidecars[k], init_peak[k]) for k in RESOURCES}
+    extra = dict(pod.overhead)
+    overhead = {k: _whole(k, extra.get(k, Fraction(0))) for k in RESOURCES}
+    return {k: max(total[k] + sidecars[k], init_peak[k]) + overhead[k] for k in RESOURCES}
 
 
 def _container_requests(container: dict[str, Any]) -> dict[str, int]:
     resources = container.get("resources") or {}
     # A limit without a request is the request, as the API defaults it.
     wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-    out = {}
-    for name in RESOURCES:
-        value = quantity.parse(wanted.get(name, 0))
-        out[name] = quantity.milli(value) if name == "cpu" else quantity.ceil_int(value)
-    return out
+    return {name: _whole(name, quantity.parse(wanted.get(name, 0))) for name in RESOURCES}
+
+
+def _whole(name: str, value: Fraction) -> int:
+    """cpu in millicores, the others in whole units."""
+    return quantity.milli(value) if name == "cpu" else quantity.ceil_int(value)
 
 
 RequestsOf = Callable[[Pod], dict[str, int]]
@@ -105,8 +111,9 @@ RequestsOf = Callable[[Pod], dict[str, int]]
 class Admitter:
     """Admission on one node, remembering each pod's requests (parsed once per spec)."""
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Node, standalone: bool = False) -> None:
         self.node = node
+        self.standalone = standalone  # no API server: no RuntimeClasses
         self.refusal: Rejection | None = None  # every new pod's, while the node shuts down
         self.pressure: tuple[str, ...] = ()  # the node's pressure conditions in force
         self._memo: dict[str, tuple[dict[str, Any], dict[str, int]]] = {}
@@ -122,6 +129,7 @@ class Admitter:
     def admit(self, pod: Pod, active: Iterable[Pod]) -> Rejection | None:
         return (
             under_pressure(pod, self.pressure)
+            or (_runtime_class(pod) if self.standalone else None)
             or admit(pod, active, self.node, self.requests)
             or self.refusal
         )
@@ -166,6 +174,17 @@ def tolerates(pod: Pod, key: str, effect: str, value: str = "") -> bool:
         if operator == "Exists" or (operator == "Equal" and toleration.get("value", "") == value):
             return True
     return False
+
+
+def _runtime_class(pod: Pod) -> Rejection | None:
+    """A standalone node has no RuntimeClass to resolve ``runtimeClassName`` by."""
+    if not pod.runtime_class:
+        return None
+    return Rejection(
+        Reason.RUNTIME_CLASS_UNAVAILABLE,
+        f'runtimeClassName "{pod.runtime_class}" cannot be resolved: the node runs standalone, '
+        "with no API server to read RuntimeClasses from",
+    )
 
 
 def _sysctls(pod: Pod) -> Rejection | None:

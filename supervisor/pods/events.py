@@ -36,6 +36,7 @@ class Reason(enum.Enum):
     STARTED = "Started"
     FAILED = "Failed"  # a failed pull, and "Error: ..." for a container that could not start
     FAILED_MOUNT = "FailedMount"  # a volume could not be set up (or brought up to date)
+    FAILED_CREATE_POD_SANDBOX = "FailedCreatePodSandBox"  # its RuntimeClass, or the runtime
     INVALID_ENV_NAMES = "InvalidEnvironmentVariableNames"  # envFrom keys skipped
     # image pulls
     PULLING = "Pulling"
@@ -53,6 +54,7 @@ class Reason(enum.Enum):
     POD_OS_SELECTOR_MISMATCH = "PodOSSelectorNodeLabelDoesNotMatch"
     POD_OS_NOT_SUPPORTED = "PodOSNotSupported"
     SYSCTL_FORBIDDEN = "SysctlForbidden"
+    RUNTIME_CLASS_UNAVAILABLE = "RuntimeClassUnavailable"  # standalone: no RuntimeClass to read
     NODE_SHUTDOWN = "NodeShutdown"  # also the node's event when a shutdown starts or is cancelled
     # eviction: a pod evicted or refused under pressure (also its status reason), and the
     # node's warning when a threshold is met

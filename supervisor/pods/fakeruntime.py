@@ -190,6 +190,7 @@ class FakeRuntime(Runtime):  # declared, so the type checker proves it fits
                 annotations=dict(spec.annotations),
                 ip="" if spec.host_network else POD_IP,
                 host_network=spec.host_network,
+                runtime_handler=spec.runtime_handler,
             )
         return sandbox_id
 

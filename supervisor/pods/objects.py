@@ -1,5 +1,6 @@
 """The API objects the node's pods reference, as the pod-objects worker last read them:
-ConfigMaps, Secrets, service account tokens and each namespace's Services.
+ConfigMaps, Secrets, service account tokens, each namespace's Services, and the
+cluster's RuntimeClasses (each one's handler).
 
 The worker fetches and watches; the parent only keeps its latest word, in memory (a
 Secret's bytes reach disk only in the pod's tmpfs volume). Pod-worker threads read
@@ -13,7 +14,12 @@ message.
 
 A standalone node (no API server, so no pod-objects worker) has no objects: every
 ConfigMap and Secret is missing, a token cannot be had (the kubelet's standalone
-message) and there are no Services, so nothing waits for them.
+message) and there are no Services, so nothing waits for them. Nor is there a
+RuntimeClass: admission refuses a pod that names one there.
+
+``runtime_handler`` resolves a pod's ``runtimeClassName`` as the kubelet's RuntimeClass
+manager does: "" for none, else the class's handler; a class the API does not have is
+*missing*, with the kubelet's NotFound (``runtimeclass.node.k8s.io "x" not found``).
 """
 
 from __future__ import annotations
@@ -21,8 +27,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from pkletd.ipc.apimodel import runtimeclass
 from pkletd.ipc.apimodel.references import ObjectKey, ObjectKind, PodReferences, TokenKey
-from pkletd.ipc.bus.messages import ObjectFetched, ServicesListed, TokenIssued
+from pkletd.ipc.bus.messages import (
+    ObjectFetched,
+    RuntimeClassesListed,
+    ServicesListed,
+    TokenIssued,
+)
 
 TokenId = tuple[str, str, str, int]  # pod uid, service account, audience, lifetime
 
@@ -51,6 +63,7 @@ class ApiObjects:
         self._objects: dict[ObjectKey, ObjectFetched] = {}
         self._tokens: dict[TokenId, TokenIssued] = {}
         self._services: dict[str, list[dict[str, Any]]] = {}
+        self._handlers: dict[str, str] | None = None  # RuntimeClass -> handler, once listed
 
     # --- what the worker says ----------------------------------------------------------
 
@@ -71,6 +84,15 @@ class ApiObjects:
         before = self._services.get(message.namespace)
         self._services[message.namespace] = message.services
         return before != message.services
+
+    def on_runtime_classes(self, message: RuntimeClassesListed) -> set[str]:
+        """Keep the classes; the names whose handler changed (came, went or differs)."""
+        before = self._handlers
+        self._handlers = dict(message.handlers)
+        if before is None:
+            return set(self._handlers)
+        names = before.keys() | self._handlers.keys()
+        return {n for n in names if before.get(n) != self._handlers.get(n)}
 
     def keep_only(self, wanted: Iterable[PodReferences], namespaces: set[str]) -> None:
         """Forget what no pod references any more (the worker stops watching it too)."""
@@ -109,6 +131,20 @@ class ApiObjects:
         if found.error:
             raise ObjectUnavailable(f"failed to fetch token: {found.error}")
         return found.token
+
+    def runtime_handler(self, class_name: str) -> str:
+        """The handler of the pod's RuntimeClass ("" for none); ObjectUnavailable if the
+        classes were not listed yet, or the API has no such class."""
+        if not class_name:
+            return ""
+        if self._handlers is None:
+            raise ObjectUnavailable(
+                f'RuntimeClass "{class_name}" not yet read from the API server', pending=True
+            )
+        handler = self._handlers.get(class_name)
+        if handler is None:
+            raise ObjectUnavailable(runtimeclass.not_found(class_name), missing=True)
+        return handler
 
     def services(self, namespace: str) -> list[dict[str, Any]]:
         if self.standalone:

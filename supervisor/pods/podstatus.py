@@ -5,9 +5,8 @@ never ran -> Pending; some running -> Running; none running but some stopped ->
 Running under restartPolicy Always (it is restarting them), Succeeded if every one
 succeeded, Failed under Never, else Running (OnFailure restarts the failed ones).
 
-Conditions: PodScheduled (static pods are placed by their manifest),
-PodReadyToStartContainers (the sandbox is ready), Initialized, ContainersReady and
-Ready; and DisruptionTarget for a pod the kubelet stopped itself. A condition keeps its
+Conditions: ``podconditions`` (those others wrote, then the kubelet's own), and
+DisruptionTarget for a pod the kubelet stopped itself. A condition of ours keeps its
 lastTransitionTime until its status changes.
 ``qosClass`` is ``qos.pod_qos`` (the API's GetPodQOS).
 
@@ -25,6 +24,7 @@ from typing import Any
 
 from pkletd.ipc.apimodel.podspec import Container, Pod
 from pkletd.ipc.runtime.cri import ContainerInfo, ContainerState, SandboxState
+from pkletd.supervisor.pods import podconditions
 from pkletd.supervisor.pods.cgroups import qos
 from pkletd.supervisor.pods.podactions import InitProgress, init_progress
 from pkletd.supervisor.pods.proberesults import ProbeResults
@@ -123,34 +123,6 @@ def phase(pod: Pod, statuses: list[dict[str, Any]]) -> str:
     return "Failed" if pod.restart_policy == "Never" else "Running"
 
 
-def _condition(kind: str, ok: bool, reason: str = "", message: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {"type": kind, "status": "True" if ok else "False"}
-    if not ok and reason:
-        out["reason"] = reason
-    if not ok and message:
-        out["message"] = message
-    return out
-
-
-def conditions(
-    pod_phase: str, runtime: PodRuntime, statuses: list[dict[str, Any]], init: InitProgress
-) -> list[dict[str, Any]]:
-    sandbox = runtime.sandbox()
-    sandbox_ready = sandbox is not None and sandbox.state is SandboxState.READY
-    unready = [s["name"] for s in statuses if not s["ready"]]
-    done = pod_phase in ("Succeeded", "Failed")
-    reason = "PodCompleted" if done else "ContainersNotReady"
-    message = "" if done else f"containers with unready status: [{' '.join(unready)}]"
-    incomplete = f"containers with incomplete status: [{' '.join(init.incomplete)}]"
-    return [
-        _condition("PodReadyToStartContainers", sandbox_ready),
-        _condition("Initialized", init.done, "ContainersNotInitialized", incomplete),
-        _condition("Ready", not unready, reason, message),
-        _condition("ContainersReady", not unready, reason, message),
-        _condition("PodScheduled", True),
-    ]
-
-
 def disruption_target(failure: Failure) -> dict[str, Any]:
     """The condition the kubelet adds to a pod it stops itself (a node shutdown), after
     its own conditions."""
@@ -187,12 +159,13 @@ def pod_status(
         pod_phase = "Failed"
     sandbox = runtime.sandbox()
     pod_ip = host_ip if pod.host_network else (sandbox.ip if sandbox is not None else "")
-    found = conditions(pod_phase, runtime, sidecars + statuses, init)
+    sandbox_ready = sandbox is not None and sandbox.state is SandboxState.READY
+    found = podconditions.own(pod, pod_phase, sandbox_ready, sidecars + statuses, init)
     if failure is not None and failure.disruption:
         found.append(disruption_target(failure))
     status: dict[str, Any] = {
         "phase": pod_phase,
-        "conditions": _stamp(found, previous),
+        "conditions": podconditions.kept(pod) + _stamp(found, previous),
         "hostIP": host_ip,
         "hostIPs": [{"ip": host_ip}],
         "startTime": rfc3339(start_time),

@@ -40,7 +40,7 @@ from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason
 from pkletd.supervisor.pods.images import ImagePuller
 from pkletd.supervisor.pods.inspector import PodInspector
 from pkletd.supervisor.pods.killing import Killer, pod_address
-from pkletd.supervisor.pods.objects import ApiObjects
+from pkletd.supervisor.pods.objects import ApiObjects, ObjectUnavailable
 from pkletd.supervisor.pods.podactions import Actions, compute_actions
 from pkletd.supervisor.pods.podmetrics import ContainerType, PodMetrics
 from pkletd.supervisor.pods.runtime import Runtime
@@ -91,6 +91,14 @@ class PodSandbox:
     ip: str  # "" for a hostNetwork pod
 
 
+@dataclass(frozen=True, slots=True)
+class SandboxFailure:
+    """No sandbox this round: why (the containers wait with it), and when to try again."""
+
+    message: str
+    retry_s: float
+
+
 class PodSyncer:
     """Carries out a pod's actions through the CRI. Called on pod-worker threads."""
 
@@ -114,6 +122,7 @@ class PodSyncer:
         self._events = events
         self._killer = Killer(runtime, events)
         self._backoff = CrashBackoff(clock=clock)
+        self._objects = objects
         self._images = ImagePuller(runtime, events, objects, metrics.startup, clock)
         self._kills: dict[PodUID, dict[str, tuple[int, str]]] = {}  # uid -> id -> grace, why
         self._kills_lock = threading.Lock()
@@ -194,6 +203,15 @@ class PodSyncer:
             retry.append(FAILED_STEP_RETRY_S)
             return {}
         sandbox = self._sandbox_for(pod, state, actions)
+        if isinstance(sandbox, SandboxFailure):
+            waiting.update(
+                {
+                    c.name: Waiting(WaitingReason.CONTAINER_CREATING, sandbox.message)
+                    for c in actions.start
+                }
+            )
+            retry.append(sandbox.retry_s)
+            return {}
         started = {}
         for container in actions.start:
             container_id = self._start(pod, container, state, sandbox, waiting, retry)
@@ -271,30 +289,47 @@ class PodSyncer:
         log.info("pod terminated pod=%s uid=%s", name, uid)
         return SyncResult(uid, PodRuntime(uid), terminated=True)
 
-    def _sandbox_for(self, pod: Pod, state: PodRuntime, actions: Actions) -> PodSandbox:
+    def _sandbox_for(
+        self, pod: Pod, state: PodRuntime, actions: Actions
+    ) -> PodSandbox | SandboxFailure:
         if not actions.create_sandbox:
             sandbox = state.sandbox()
             assert sandbox is not None
             spec = runtimespec.sandbox_spec(pod, sandbox.attempt, self._logs_root)
             return PodSandbox(sandbox.id, spec, sandbox.ip)
         spec = runtimespec.sandbox_spec(pod, actions.sandbox_attempt, self._logs_root)
+        try:
+            handler = self._objects.runtime_handler(pod.runtime_class)
+        except ObjectUnavailable as exc:
+            if exc.pending:  # not listed yet: no attempt, as for an object not read yet
+                return SandboxFailure("", NOT_YET_READ_RETRY_S)
+            return self._sandbox_failed(pod, str(exc), exc)
+        spec = dataclasses.replace(spec, runtime_handler=handler)
         Path(spec.log_directory).mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         self._metrics.started_pods.inc()
         try:
             sandbox_id = self._runtime.run_sandbox(spec)
-        except CriError:
+        except CriError as exc:
             self._metrics.started_pods_errors.inc()
-            raise
+            return self._sandbox_failed(pod, exc.status_text, exc)
         log.info(
-            "sandbox started pod=%s attempt=%d sandbox=%s ms=%.0f",
+            "sandbox started pod=%s attempt=%d sandbox=%s handler=%s ms=%.0f",
             pod.full_name,
             spec.attempt,
             sandbox_id[:13],
+            handler or "default",
             (time.monotonic() - started) * 1000,
         )
         ip = "" if pod.host_network else self._runtime.sandbox_status(sandbox_id).ip
         return PodSandbox(sandbox_id, spec, ip)
+
+    def _sandbox_failed(self, pod: Pod, error: str, cause: Exception) -> SandboxFailure:
+        """The kubelet's ``FailedCreatePodSandBox``: an event, and the next sync tries again."""
+        log.error("sandbox failed pod=%s error=%s", pod.full_name, cause)
+        message = f"Failed to create pod sandbox: {error}"
+        self._events.warning(ObjectRef.of(pod), Reason.FAILED_CREATE_POD_SANDBOX, message)
+        return SandboxFailure(message, FAILED_STEP_RETRY_S)
 
     def _start(
         self,

@@ -37,6 +37,7 @@ from pkletd.ipc.bus.messages import (
     ProbeMetrics,
     ProbeResult,
     ProbeVerdict,
+    RuntimeClassesListed,
     ServicesListed,
     TokenIssued,
 )
@@ -133,6 +134,14 @@ class SyncLoop:
         for pod in self._pods.active():
             seen = message.namespace in (pod.namespace, DEFAULT_NAMESPACE)
             if seen and self._pods.waiting(pod.uid):
+                self._sync(pod)
+
+    def on_runtime_classes_listed(self, message: RuntimeClassesListed) -> None:
+        """Sync the pods whose RuntimeClass came, went or changed: one waiting for its
+        class creates its sandbox now."""
+        changed = self._objects.on_runtime_classes(message)
+        for pod in self._pods.active():
+            if pod.runtime_class and pod.runtime_class in changed:
                 self._sync(pod)
 
     def _sync_referencing(self, wanted: Callable[[PodReferences], bool]) -> None:

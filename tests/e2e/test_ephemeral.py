@@ -18,8 +18,7 @@ import pytest
 from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube
 from tests.harness.containerd import list_containers
-from tests.harness.node import BUSYBOX, Pkletd, wait_for
-from tests.workers.http.kubeletapi_helpers import join
+from tests.harness.node import BUSYBOX, Pkletd, join, wait_for
 
 pytestmark = pytest.mark.slow
 

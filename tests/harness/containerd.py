@@ -2,7 +2,8 @@
 
 Everything lives under one base directory (default ``/tmp/pkletd-ctr``)::
 
-    config.toml        containerd config (version 2)
+    config.toml        containerd config (version 2): runtime handlers ``runc`` (the
+                       default) and ``runc-test`` (the same runc, for RuntimeClass tests)
     containerd.sock    gRPC socket (CRI + containerd API); ``.ttrpc`` beside it
     containerd.log     containerd's stdout/stderr
     containerd.pid     pid of the running containerd
@@ -66,6 +67,7 @@ DEFAULT_BASE_DIR = Path("/tmp/pkletd-ctr")
 CNI_BIN_DIR = Path("/usr/lib/cni")
 CNI_BRIDGE = "pkletd0"
 CNI_NETWORK = "pkletd"
+TEST_HANDLER = "runc-test"  # a second runtime handler, for pods of a RuntimeClass
 POD_SUBNET = "10.88.0.0/16"
 # host-local IPAM state is shared by all harness instances (they share the bridge
 # and subnet, so they must not hand out the same address); tmpfs, like the bridge.
@@ -404,6 +406,7 @@ def containerd_config(base: Path, sock: Path) -> str:
     """The containerd config (version 2) for a private instance rooted at ``base``."""
     cri = '[plugins."io.containerd.grpc.v1.cri"]'
     runc = f"{cri[:-1]}.containerd.runtimes.runc]"
+    runc_test = f"{cri[:-1]}.containerd.runtimes.{TEST_HANDLER}]"
     return f"""\
 version = 2
 root = "{base / "root"}"
@@ -446,6 +449,13 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   runtime_type = "io.containerd.runc.v2"
 
 {runc[:-1]}.options]
+  SystemdCgroup = false
+  Root = "{base / "state" / "runc"}"
+
+{runc_test}
+  runtime_type = "io.containerd.runc.v2"
+
+{runc_test[:-1]}.options]
   SystemdCgroup = false
   Root = "{base / "state" / "runc"}"
 
@@ -533,6 +543,14 @@ class PrivateContainerd:
         hosts = self.base_dir / "certs.d" / host / "hosts.toml"
         hosts.parent.mkdir(parents=True, exist_ok=True)
         hosts.write_text(f'server = "http://{host}"\n')
+
+    def require_handler(self, handler: str = TEST_HANDLER) -> None:
+        """Fail clearly if the running daemon was started without this runtime handler."""
+        if f".runtimes.{handler}]" not in self.config_path.read_text():  # a kept daemon
+            raise HarnessError(
+                f"containerd under {self.base_dir} has no runtime handler {handler!r}: stop it "
+                f"(containerd.py down --dir {self.base_dir}) so it restarts with the current config"
+            )
 
     # state --------------------------------------------------------------
     def pid(self) -> int | None:

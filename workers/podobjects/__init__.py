@@ -16,7 +16,9 @@ The kubelet's secret and configmap managers (``pkg/kubelet/secret``,
 - **service account tokens** (``tokens.py``): TokenRequests bound to the pod,
   refreshed as the kubelet's token manager refreshes them, sent as ``TokenIssued``;
 - **Services** (``services.py``): one list+watch of all of them, sent per namespace
-  as ``ServicesListed``.
+  as ``ServicesListed``;
+- **RuntimeClasses** (``runtimeclasses.py``): one list+watch of all of them, as the
+  kubelet's RuntimeClass manager, sent as ``RuntimeClassesListed`` (each class's handler).
 
 Every call goes through one rate-limited client (``calls.py``: ``kubeAPIQPS``,
 ``kubeAPIBurst``); watches run on threads of their own (``ipc/apiclient/reflector.py``), GETs and
@@ -28,6 +30,7 @@ not dumpable, so no core dump takes them to disk either.
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 from collections.abc import Callable
 
@@ -43,6 +46,7 @@ from pkletd.workers.podobjects.options import Options, Strategy
 from pkletd.workers.podobjects.outbox import Outbox
 from pkletd.workers.podobjects.parts import ObjectSource, Part
 from pkletd.workers.podobjects.polled import Polled
+from pkletd.workers.podobjects.runtimeclasses import RUNTIME_CLASSES, RuntimeClasses
 from pkletd.workers.podobjects.services import Services
 from pkletd.workers.podobjects.tokens import Tokens
 from pkletd.workers.podobjects.watched import Watched
@@ -76,6 +80,11 @@ def build(
     tokens = Tokens(calls.request_token, ThreadJobs(TOKEN_THREADS, "tokens"), outbox.put, clock)
     services = Services(
         calls.services_lister(), lambda namespace, m: outbox.put(services_key(namespace), m)
+    )
+    others.append(
+        RuntimeClasses(
+            calls.runtime_classes_lister(), functools.partial(outbox.put, RUNTIME_CLASSES)
+        )
     )
     return PodObjects(outbox, objects, tokens, services, others)
 

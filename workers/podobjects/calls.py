@@ -45,6 +45,9 @@ class ApiCalls:
     def services_lister(self) -> ListCall:
         return self._core.list_service_for_all_namespaces
 
+    def runtime_classes_lister(self) -> ListCall:
+        return kubernetes.client.NodeV1Api(self._client).list_runtime_class
+
     def read(self, key: ObjectKey) -> Obj:
         """One GET of the object (the Cache and Get strategies); ApiException 404 if gone."""
         read = (

@@ -2,9 +2,12 @@
 
 Pods and Events by namespace/name; every call recorded as ``(verb, "namespace/name")``;
 ``fail(verb, error)`` makes every later call of that verb (``"*"``: of all) raise
-``error()`` until ``fail(verb, None)``. A status patch merges conditions by type and
-checks the UID precondition (409), as the API does. Reading a pod that does not exist or
-is bound to another node is 403, as the Node authorizer answers the node's credentials.
+``error()`` until ``fail(verb, None)``. A status patch checks the UID precondition
+(409) and merges conditions as the API's strategic merge does: by type, field by field
+(``null`` removes a field, the rest of the old condition stays), then in the order of
+``$setElementOrder/conditions`` (conditions it does not name after). Reading a pod that
+does not exist or is bound to another node is 403, as the Node authorizer answers the
+node's credentials.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 from pkletd.workers.statusmanager.calls import KubeCalls
+from pkletd.workers.statusmanager.podstatus import ORDER
 
 Obj = dict[str, Any]
 
@@ -91,13 +95,17 @@ class FakeCalls(KubeCalls):  # declared, so the type checker proves it fits
             raise ApiException(status=409, reason="Conflict")
         status = pod.setdefault("status", {})
         for key, value in patch["status"].items():
+            if key == ORDER:
+                continue
             if key == "conditions":
-                kept = [c for c in status.get("conditions", []) if c["type"] not in _types(value)]
-                status["conditions"] = kept + [c for c in value if "$patch" not in c]
+                status["conditions"] = _merged(status.get("conditions", []), value)
             elif isinstance(value, list):
                 status[key] = [v for v in value if "$patch" not in v]
             else:
                 status[key] = value
+        order = [c.get("type") for c in patch["status"].get(ORDER) or []]
+        if order:
+            status["conditions"] = _ordered(status.get("conditions", []), order)
         return copy.deepcopy(pod)
 
     def delete_pod(self, namespace: str, name: str, uid: str) -> None:
@@ -136,5 +144,25 @@ class FakeCalls(KubeCalls):  # declared, so the type checker proves it fits
         return pod
 
 
-def _types(conditions: list[Obj]) -> set[str]:
-    return {c["type"] for c in conditions if "type" in c}
+def _merged(old: list[Obj], patch: list[Obj]) -> list[Obj]:
+    merged = [dict(c) for c in old]
+    for item in patch:
+        if "$patch" in item:
+            continue
+        found = next((c for c in merged if c.get("type") == item.get("type")), None)
+        if found is None:
+            found = {}
+            merged.append(found)
+        for field, value in item.items():
+            if value is None:
+                found.pop(field, None)
+            else:
+                found[field] = value
+    return merged
+
+
+def _ordered(conditions: list[Obj], order: list[Any]) -> list[Obj]:
+    named = sorted(
+        (c for c in conditions if c.get("type") in order), key=lambda c: order.index(c["type"])
+    )
+    return named + [c for c in conditions if c.get("type") not in order]

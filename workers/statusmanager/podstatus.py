@@ -10,6 +10,14 @@ none (a mirror pod, a pod created with ``nodeName``). ``qosClass`` is the API se
 (set at creation) and is not sent. ``podIPs`` and ``hostIPs`` are lists the API merges
 by ``ip``: they carry ``$patch: replace``, so a changed IP replaces the old one.
 
+Each condition sent says every field it has, and ``null`` for a ``reason`` or
+``message`` it has not: the API merges a condition field by field, so a Ready that
+turns True would otherwise keep its old ``reason: ContainersNotReady``. The kubelet's
+two-way patch (old status against new) nulls what it dropped the same way, and lists the
+whole order in ``$setElementOrder/conditions``: others' conditions first, then the
+kubelet's (with ``PodScheduled`` in its place even when the scheduler's is kept), which
+is how ``kubectl describe pod`` lists them.
+
 ``covers(have, want)``: ``have`` (the API's status, or the last one written) already
 says all that ``want`` says, with ``null``, ``""``, ``[]`` and ``{}`` alike (the API
 omits them) and conditions matched by type.
@@ -41,6 +49,8 @@ KUBELET_CONDITIONS = frozenset(
 )
 NOT_SENT = ("qosClass",)
 REPLACED_LISTS = ("podIPs", "hostIPs")
+EXPLICIT = ("reason", "message")  # sent as null when a condition has none
+ORDER = "$setElementOrder/conditions"
 
 
 def annotations_of(pod: Obj) -> dict[str, str]:
@@ -62,7 +72,7 @@ def owned(status: Obj, with_scheduled: bool) -> Obj:
     mine = {k: copy.deepcopy(v) for k, v in status.items() if k not in NOT_SENT}
     if "conditions" in mine:
         mine["conditions"] = [
-            c
+            {**dict.fromkeys(EXPLICIT), **c}
             for c in mine["conditions"]
             if c.get("type") in KUBELET_CONDITIONS
             or (with_scheduled and c.get("type") == SCHEDULED)
@@ -70,12 +80,25 @@ def owned(status: Obj, with_scheduled: bool) -> Obj:
     return mine
 
 
-def patch(uid: str, status: Obj) -> Obj:
-    """The strategic-merge patch of ``pods/<name>/status``, with ``uid`` as precondition."""
+def condition_order(status: Obj) -> list[Obj]:
+    """The order of the parent's conditions (``PodScheduled`` after ``ContainersReady``
+    if it has none), as ``$setElementOrder/conditions`` lists it."""
+    kinds = [c.get("type") for c in status.get("conditions") or []]
+    if SCHEDULED not in kinds:
+        after = kinds.index("ContainersReady") + 1 if "ContainersReady" in kinds else len(kinds)
+        kinds.insert(after, SCHEDULED)
+    return [{"type": kind} for kind in kinds]
+
+
+def patch(uid: str, status: Obj, order: list[Obj] | None = None) -> Obj:
+    """The strategic-merge patch of ``pods/<name>/status``, with ``uid`` as precondition;
+    ``order``: the conditions' order (``condition_order``)."""
     wire = dict(status)
     for key in REPLACED_LISTS:
         if wire.get(key):
             wire[key] = [*wire[key], {"$patch": "replace"}]
+    if order and wire.get("conditions"):
+        wire[ORDER] = order
     return {"metadata": {"uid": uid}, "status": wire}
 
 

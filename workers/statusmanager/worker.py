@@ -236,7 +236,7 @@ class StatusManager:
             return True
         target, wanted = self._target(entry), self._wanted(entry)
         assert target is not None  # dirty
-        body = podstatus.patch(target, wanted)
+        body = podstatus.patch(target, wanted, podstatus.condition_order(entry.status))
         calls, (namespace, name) = self._context.api.calls, entry.where
         self._context.api.jobs.submit(
             key,

@@ -12,7 +12,11 @@
   there by default). No hugepage limits.
 - ``pod_requests`` / ``pod_limits``: the API's ``PodRequests`` / ``PodLimits``: the
   regular containers plus the sidecars, or any one init container with the
-  sidecars started before it, whichever is larger.
+  sidecars started before it, whichever is larger; plus the pod's ``overhead`` (its
+  RuntimeClass's), in the requests, and in the limits of the resources that have one.
+- ``sandbox_resources`` / ``overhead_resources``: the CRI sandbox config's ``resources``
+  (the pod's totals without its overhead) and ``overhead`` (requests = limits), as the
+  kubelet's ``applySandboxResources`` computes them.
 - ``pod_cgroup_values``: ``ResourceConfigForPod``: cpu shares from the summed
   requests; for Guaranteed also the quota and the memory limit; for Burstable the
   quota only if every container has a cpu limit and the memory limit only if every
@@ -137,12 +141,58 @@ def _aggregate(
     return total
 
 
-def pod_requests(pod: Pod) -> dict[str, Fraction]:
-    return _aggregate(pod, lambda c: c.resources.requests)
+def pod_requests(pod: Pod, overhead: bool = True) -> dict[str, Fraction]:
+    total = _aggregate(pod, lambda c: c.resources.requests)
+    if overhead:
+        _add(total, dict(pod.overhead))
+    return total
 
 
-def pod_limits(pod: Pod) -> dict[str, Fraction]:
-    return _aggregate(pod, lambda c: c.resources.limits)
+def pod_limits(pod: Pod, overhead: bool = True) -> dict[str, Fraction]:
+    return _with_overhead(pod, _aggregate(pod, lambda c: c.resources.limits), overhead)
+
+
+def _with_overhead(pod: Pod, limits: dict[str, Fraction], overhead: bool) -> dict[str, Fraction]:
+    """The overhead added to the limits the containers set (none is no limit)."""
+    if overhead:
+        for name, amount in pod.overhead:
+            if name in limits:
+                limits[name] += amount
+    return limits
+
+
+def sandbox_resources(pod: Pod, cgroup_v2: bool | None = None) -> ContainerResources:
+    """``calculateSandboxResources``: the pod's requests and limits without its overhead."""
+    requests, limits = pod_requests(pod, overhead=False), pod_limits(pod, overhead=False)
+    zero = Fraction(0)
+    return _linux_resources(
+        requests.get("cpu"), limits.get("cpu", zero), limits.get("memory", zero), cgroup_v2
+    )
+
+
+def overhead_resources(pod: Pod, cgroup_v2: bool | None = None) -> ContainerResources | None:
+    """``convertOverheadToLinuxResources``: the overhead as requests = limits (None: none)."""
+    if not pod.overhead:
+        return None
+    amounts = dict(pod.overhead)
+    cpu, memory = amounts.get("cpu", Fraction(0)), amounts.get("memory", Fraction(0))
+    return _linux_resources(cpu, cpu, memory, cgroup_v2)
+
+
+def _linux_resources(
+    cpu_request: Fraction | None, cpu_limit: Fraction, memory_limit: Fraction, v2: bool | None
+) -> ContainerResources:
+    """``calculateLinuxResources``: shares from the request (the limit when only it is
+    set), the quota from the limit, the memory limit; ``memory.oom.group`` on cgroup v2."""
+    shares_from = cpu_request if cpu_request is not None else cpu_limit
+    unified = host_cgroup_v2() if v2 is None else v2
+    return ContainerResources(
+        cpu_shares=milli_cpu_to_shares(quantity.milli(shares_from)),
+        cpu_quota=milli_cpu_to_quota(quantity.milli(cpu_limit)),
+        cpu_period=QUOTA_PERIOD,
+        memory_limit_in_bytes=quantity.ceil_int(memory_limit),
+        unified=((OOM_GROUP, "1"),) if unified else (),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +214,7 @@ def pod_cgroup_values(pod: Pod, pids_limit: int = -1) -> CgroupValues:
             if not amounts.get(name):
                 declared[name] = False
 
-    limits = _aggregate(pod, lambda c: c.resources.limits, note)
+    limits = _with_overhead(pod, _aggregate(pod, lambda c: c.resources.limits, note), True)
     requests = pod_requests(pod)
     shares = milli_cpu_to_shares(quantity.milli(requests.get("cpu", Fraction(0))))
     quota = milli_cpu_to_quota(quantity.milli(limits.get("cpu", Fraction(0))))

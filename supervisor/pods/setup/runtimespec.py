@@ -4,8 +4,9 @@ The labels and annotations are the kubelet's (``pkg/kubelet/kuberuntime/labels.g
 so ``crictl`` and other tools read pkletd's pods, and a restarted parent finds its
 own pods by them. Log paths are the kubelet's:
 ``<podLogsDir>/<namespace>_<name>_<uid>/<container>/<restartCount>.log``. The sandbox's
-cgroup parent is the pod's cgroup (``cgroups``); a container's resources come from
-``resources``.
+cgroup parent is the pod's cgroup (``cgroups``); a container's resources, and the
+sandbox's (its pod's totals and its overhead), come from ``resources``. The sandbox's
+runtime handler is the pod's RuntimeClass's, which ``podsync`` looks up.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ def sandbox_spec(pod: Pod, attempt: int, logs_root: Path) -> SandboxSpec:
         sysctls=dict(pod.security.sysctls) if pod.security is not None else {},
         security=securitycontext.sandbox_security(pod),
         cgroup_parent=podcgroups.pod_cgroup_name(pod),
+        overhead=resources.overhead_resources(pod),
+        resources=resources.sandbox_resources(pod),
     )
 
 

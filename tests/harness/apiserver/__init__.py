@@ -48,6 +48,10 @@ passes here does not fail there:
   60 s ago).
 * ServiceAccount admission copies the service account's ``imagePullSecrets`` into a pod
   that names none.
+* RuntimeClasses (``node.k8s.io/v1``, ``kinds/runtimeclasses``), which a node may list and
+  watch; the RuntimeClass admission refuses a pod whose class does not exist
+  (``pod rejected: RuntimeClass "x" not found``) and copies the class's overhead into the
+  pod's ``spec.overhead``.
 
 Modules: ``server`` (lifecycle, TLS), ``handler``/``routes``/``requestinfo``/``encoding``
 (HTTP, routing, content types), ``rest``/``deletion``/``lists``/``calls`` (the registry verbs),

@@ -11,16 +11,20 @@ one after it, each raising the real plugin's error:
   pod names none; mirror pods may not reference service accounts/secrets.
 * Priority and DefaultTolerationSeconds: ``priority``/``preemptionPolicy`` and the two
   NoExecute tolerations of 300 s.
+* RuntimeClass (``kinds/runtimeclasses.py``): the pod's class must exist; its overhead
+  becomes the pod's ``spec.overhead``, its scheduling merges into the pod's.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from tests.harness.apiserver import errors
 from tests.harness.apiserver.auth import UserInfo
+from tests.harness.apiserver.kinds import runtimeclasses
 from tests.harness.apiserver.noderestriction import MIRROR_ANNOTATION, NodeRestriction
 from tests.harness.apiserver.store import Store
 
@@ -70,11 +74,14 @@ class Admission:
             self._service_account(request)
             self._priority(request)
             _default_tolerations(request.obj)
+            self._runtime_class(request, runtimeclasses.admit_pod)
 
     def validate(self, request: AdmissionRequest) -> None:
         if request.resource == "pods" and request.operation == "CREATE" and request.obj:
             if MIRROR_ANNOTATION in (request.obj["metadata"].get("annotations") or {}):
                 _mirror_references(request)
+            if request.group == "" and not request.subresource:
+                self._runtime_class(request, runtimeclasses.validate_pod)
 
     # ----------------------------------------------------------------------- plugins
 
@@ -116,6 +123,16 @@ class Admission:
             _mount_token_volume(spec)
         if not spec.get("imagePullSecrets") and sa.get("imagePullSecrets"):
             spec["imagePullSecrets"] = [{"name": s.get("name", "")} for s in sa["imagePullSecrets"]]
+
+    def _runtime_class(
+        self, request: AdmissionRequest, check: Callable[[Obj, Obj | None], str | None]
+    ) -> None:
+        assert request.obj is not None
+        name = (request.obj.get("spec") or {}).get("runtimeClassName")
+        found = self.store.get("runtimeclasses", "", name) if name else None
+        refusal = check(request.obj, found)
+        if refusal is not None:
+            raise request.forbid(refusal)
 
     def _priority(self, request: AdmissionRequest) -> None:
         spec = (request.obj or {}).setdefault("spec", {})

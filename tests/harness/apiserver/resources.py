@@ -38,6 +38,7 @@ from tests.harness.apiserver.kinds.events import (
 from tests.harness.apiserver.kinds.nodes import NodeStatusStrategy, NodeStrategy
 from tests.harness.apiserver.kinds.pod_ephemeral import PodEphemeralContainersStrategy
 from tests.harness.apiserver.kinds.pods import PodStatusStrategy, PodStrategy
+from tests.harness.apiserver.kinds.runtimeclasses import RuntimeClassStrategy
 from tests.harness.apiserver.store import Store
 
 Obj = dict[str, Any]
@@ -315,6 +316,18 @@ def build_resources(store: Store, pod_generation: bool = False) -> ResourceTable
                 to_wire=to_events_v1,
                 from_wire=to_core_v1,
                 field_label_renames=dict(EVENTS_FIELD_LABELS),
+            ),
+            ResourceType(
+                "node.k8s.io",
+                "v1",
+                "runtimeclasses",
+                "runtimeclass",
+                "RuntimeClass",
+                False,
+                RuntimeClassStrategy(),
+                "V1RuntimeClass",
+                "runtimeclasses",
+                "/registry/runtimeclasses",
             ),
             _review("authentication.k8s.io", "tokenreviews", "TokenReview", "V1TokenReview"),
             _review(

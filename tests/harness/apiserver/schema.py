@@ -59,6 +59,7 @@ QUANTITIES = {
     ("V1NodeStatus", "capacity"),
     ("V1NodeStatus", "allocatable"),
     ("V1PodSpec", "overhead"),
+    ("V1Overhead", "podFixed"),
     ("V1EmptyDirVolumeSource", "sizeLimit"),
     ("V1ContainerStatus", "allocatedResources"),
 }

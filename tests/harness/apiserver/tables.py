@@ -5,8 +5,8 @@ printers compute, as kube-apiserver's printers do: pods (NAME READY STATUS RESTA
 IP NODE NOMINATED NODE READINESS GATES, STATUS from the reasons of the container states and
 ``Terminating``), nodes (NAME STATUS ROLES AGE VERSION; wide INTERNAL-IP EXTERNAL-IP OS-IMAGE
 KERNEL-VERSION CONTAINER-RUNTIME), events, namespaces, configmaps, secrets, services,
-serviceaccounts, endpoints, leases; anything else NAME and CREATED AT. All columns are always
-sent (the server prints wide); kubectl hides those of priority 1::
+serviceaccounts, endpoints, leases, runtimeclasses; anything else NAME and CREATED AT. All
+columns are always sent (the server prints wide); kubectl hides those of priority 1::
 
     table = to_table(resource, [pod], {"resourceVersion": "7"}, include="Metadata")
 """
@@ -164,6 +164,10 @@ PRINTERS: dict[str, tuple[list[Column], Callable[[Obj], list[Any]]]] = {
     "leases": (
         [("Name", "string", 0), ("Holder", "string", 0), ("Age", "string", 0)],
         _simple(lambda o: (o.get("spec") or {}).get("holderIdentity", "")),
+    ),
+    "runtimeclasses": (
+        [("Name", "string", 0), ("Handler", "string", 0), ("Age", "string", 0)],
+        _simple(lambda o: o.get("handler", "")),
     ),
 }
 
