@@ -97,6 +97,7 @@ class Options:
     thresholds: tuple[Threshold, ...]
     transition_s: float  # evictionPressureTransitionPeriod
     monitoring_s: float  # evictionMonitoringPeriod
+    local_storage: bool = True  # localStorageCapacityIsolation: enforce the pods' limits
 
 
 @dataclass(frozen=True, slots=True)
