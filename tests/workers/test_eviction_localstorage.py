@@ -288,3 +288,15 @@ def test_without_local_storage_capacity_isolation_nothing_is_measured(rig: Any) 
     worker, bus, clock = rig(Signals(CALM), usage, api_pod("full", LIMITED), local_storage=False)
     settle(worker, clock)
     assert usage.asked == [] and bus.kinds() == ["SignalsObserved"]
+
+
+def test_a_critical_pod_over_its_limit_leaves_the_round_to_the_thresholds(rig: Any) -> None:
+    usage = Usage(stats("static", volumes={"scratch": 2 * MI}))
+    static = api_pod("static", LIMITED, annotations={"kubernetes.io/config.source": "file"})
+    system = api_pod("system", {**LIMITED, "priorityClassName": "system-cluster-critical"})
+    worker, bus, clock = rig(Signals(PRESSED), usage, static, system)
+    settle(worker, clock)
+    assert len(usage.asked) == 1  # the memory threshold's Summary: no limit is checked
+    assert bus.kinds() == ["SignalsObserved", "EvictionThresholdMet", "EvictionNeeded"]
+    needed = bus.sent[2]
+    assert isinstance(needed, EvictionNeeded) and needed.resource == "memory"

@@ -33,7 +33,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pkletd.ipc.apimodel import quantity
+from pkletd.ipc.apimodel import priority, quantity
+from pkletd.ipc.apimodel.fieldcheck import InvalidField
 from pkletd.ipc.bus.messages import (
     EvictionNeeded,
     EvictionThresholdMet,
@@ -250,13 +251,15 @@ class EvictionWorker:
             self._act(verdict, result.reading, now)
 
     def _limited_pods(self) -> list[PodDict]:
-        """The active pods with local storage limits to enforce."""
+        """The active pods with local storage limits to enforce. A critical pod is never
+        evicted, so it is not measured: over its limits, it does not take the round from
+        the thresholds (the parent checks again)."""
         if not self._options.local_storage:
             return []
         return [
             pod
             for pod in self._pods.values()
-            if _active(pod) and localstorage.enforced(pod.get("spec") or {})
+            if _active(pod) and not _critical(pod) and localstorage.enforced(pod.get("spec") or {})
         ]
 
     def _check_limits(self, pods: list[PodDict], verdict: Verdict, reading: Reading) -> None:
@@ -389,6 +392,14 @@ def _active(pod: PodDict) -> bool:
     phase = (pod.get("status") or {}).get("phase")
     deleted = (pod.get("metadata") or {}).get("deletionTimestamp")
     return phase not in ("Succeeded", "Failed") and not deleted
+
+
+def _critical(pod: PodDict) -> bool:
+    try:
+        rank = priority.pod_priority(pod.get("spec") or {})
+    except InvalidField:
+        rank = 0
+    return priority.critical((pod.get("metadata") or {}).get("annotations") or {}, rank)
 
 
 def _running(pod: PodDict) -> bool:
