@@ -13,6 +13,7 @@ import logging
 import signal
 import socket
 import time
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -185,7 +186,7 @@ class Agent:
             Path(config.root_dir),
             cpu=allocatable["cpu"],
             memory=allocatable["memory"],
-            ephemeral_storage=allocatable["ephemeral-storage"],
+            ephemeral_storage=allocatable.get("ephemeral-storage", Fraction(0)),
             kernel=kernel_version(),
         )
         labels = node_labels(config, self._machine)

@@ -117,6 +117,7 @@ class KubeletConfig:
     eviction_pressure_transition_period: float
     eviction_max_pod_grace_period: int
     merge_default_eviction_settings: bool
+    local_storage_capacity_isolation: bool  # emptyDir sizeLimit, ephemeral-storage limits
     tls_cert_file: str
     tls_private_key_file: str
     tls_min_version: str  # Go's name (VersionTLS12); "" is the worker's default
@@ -659,6 +660,10 @@ _FIELDS: tuple[_Field, ...] = (
     _Field("evictionMaxPodGracePeriod", "eviction_max_pod_grace_period", _int32, 0, None, ""),
     _Field("mergeDefaultEvictionSettings", "merge_default_eviction_settings", _bool, False,
            None, ""),
+    _Field("localStorageCapacityIsolation", "local_storage_capacity_isolation", _bool, True,
+           "--local-storage-capacity-isolation",
+           "enforce emptyDir sizeLimit and ephemeral-storage limits, and report the node's "
+           "ephemeral-storage", zero_means_default=False, metavar="BOOL"),
     _Field("tlsCertFile", "tls_cert_file", _string, "", "--tls-cert-file",
            "serving certificate of the kubelet API (with its CA after it); empty: a "
            "self-signed one in <root-dir>/pki"),

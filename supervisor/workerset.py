@@ -116,6 +116,7 @@ def eviction_options(config: KubeletConfig) -> eviction.Options:
         thresholds,
         config.eviction_pressure_transition_period,
         config.eviction_monitoring_period,
+        config.local_storage_capacity_isolation,
     )
 
 

@@ -435,6 +435,16 @@ class PodUsage(TypedDict):
     containers: dict[str, int]
 
 
+class LimitExceeded(TypedDict):
+    """A pod over one of its local storage limits (``localStorageCapacityIsolation``):
+    the kubelet's eviction signal for it (``emptydirfs.limit``, ``ephemeralpodfs.limit``,
+    ``ephemeralcontainerfs.limit``) and its eviction message."""
+
+    uid: str
+    signal: str
+    message: str
+
+
 @dataclass(frozen=True, slots=True)
 class SignalsObserved:
     """The eviction worker measured the eviction signals (every monitoring period): each
@@ -467,7 +477,10 @@ class EvictionNeeded:
     ``pods`` (the pods the worker measured; one it did not is ranked first). ``hard``: a
     hard threshold's (the pod gets a 1 s grace period, a soft one's at most
     ``evictionMaxPodGracePeriod``); ``threshold`` and ``available`` as the kubelet's
-    message prints them."""
+    message prints them.
+
+    With ``limits`` (``over_limits``), pods over their local storage limits: the parent
+    evicts each of them (1 s grace period) and none for a threshold this round."""
 
     kind = "EvictionNeeded"
     signal: str
@@ -476,6 +489,11 @@ class EvictionNeeded:
     threshold: str
     available: str
     pods: list[PodUsage]
+    limits: list[LimitExceeded] = field(default_factory=list)
+
+    @classmethod
+    def over_limits(cls, limits: list[LimitExceeded]) -> EvictionNeeded:
+        return cls("", "ephemeral-storage", True, "", "", [], limits)
 
 
 # --- parent -> worker ---------------------------------------------------------------

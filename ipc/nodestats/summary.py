@@ -14,6 +14,12 @@ for the image filesystem and the containers' writable layers):
   namespace), ``volume`` (each volume directory under ``<root-dir>/pods/<uid>/volumes``),
   ``ephemeral-storage`` and ``process_stats``.
 
+A pod's ``ephemeral-storage`` is the kubelet's (``calcEphemeralStorage``): its containers'
+writable layers and logs, its local ephemeral volumes (``IsLocalEphemeralVolume``: an
+emptyDir on disk, a configMap, a gitRepo; not a memory-backed one), the files directly in
+its log directory and its ``etc-hosts`` file. It is what a pod's ephemeral-storage limit
+is enforced against.
+
 ``usageNanoCores`` comes from ``rates.CpuRates`` (two samples; missing on the first).
 ``only_cpu_and_memory`` (the query ``?only_cpu_and_memory=true``) leaves out all but the
 CPU and memory, as the kubelet's ``GetCPUAndMemoryStats`` does. A node whose CPU or memory
@@ -40,9 +46,7 @@ from pkletd.ipc.runtime.cri import ContainerStatsInfo, CriError, FilesystemUsage
 log = logging.getLogger(__name__)
 
 DEFAULT_INTERFACE = "eth0"  # the kubelet's network.DefaultInterfaceName
-EPHEMERAL_VOLUME_PLUGINS = frozenset(
-    f"kubernetes.io~{p}" for p in ("empty-dir", "configmap", "secret", "downward-api", "projected")
-)
+ETC_HOSTS = "etc-hosts"  # <root-dir>/pods/<uid>/etc-hosts, the kubelet-managed hosts file
 
 Json = dict[str, Any]
 
@@ -115,10 +119,14 @@ class SummaryProvider:
 
     def raw_summary(self, pods: Iterable[PodDict], only_cpu_and_memory: bool = False) -> Json:
         """The Summary with its times as seconds since the epoch (floats)."""
-        refs = podrefs.resolve_all(self.cgroups, pods)
+        listed = list(pods)
+        refs = podrefs.resolve_all(self.cgroups, listed)
+        specs = {str(p["metadata"]["uid"]): p.get("spec") or {} for p in listed}
         facts = _RuntimeFacts(None, {}) if only_cpu_and_memory else self._runtime_facts()
         node = self._node(only_cpu_and_memory, facts)
-        pod_stats = [self._pod(ref, only_cpu_and_memory, facts) for ref in refs]
+        pod_stats = [
+            self._pod(ref, only_cpu_and_memory, facts, specs.get(ref.uid, {})) for ref in refs
+        ]
         self.rates.keep_only(
             ["/", *self.paths.system_cgroups.values()]
             + [r.cgroup for r in refs]
@@ -184,7 +192,9 @@ class SummaryProvider:
 
     # --- pods ---------------------------------------------------------------------------
 
-    def _pod(self, ref: PodRef, only_cpu_and_memory: bool, facts: _RuntimeFacts) -> Json:
+    def _pod(
+        self, ref: PodRef, only_cpu_and_memory: bool, facts: _RuntimeFacts, spec: PodDict
+    ) -> Json:
         now = self.clock.time()
         time = now
         containers = [self._container(ref, c, only_cpu_and_memory, facts) for c in ref.containers]
@@ -203,8 +213,11 @@ class SummaryProvider:
             pod["network"] = network_stats(time, procfs.net_dev(self.paths.proc, pid))
         volumes = self._volumes(ref, time)
         if volumes:
-            pod["volume"] = [v for _, v in volumes]
-        pod["ephemeral-storage"] = self._ephemeral(time, containers, volumes)
+            pod["volume"] = volumes
+        local = local_ephemeral_volumes(spec)
+        parts = [c[k] for c in containers for k in ("rootfs", "logs") if k in c]
+        parts += [v for v in volumes if v["name"] in local] + self._pod_files(ref, time)
+        pod["ephemeral-storage"] = self._ephemeral(time, parts)
         pod["process_stats"] = {"process_count": self.cgroups.process_count(ref.cgroup)}
         return pod
 
@@ -255,30 +268,33 @@ class SummaryProvider:
 
     def _logs(self, pod: PodRef, ref: ContainerRef, time: float) -> Json | None:
         directory = self.paths.pod_logs_dir / f"{pod.namespace}_{pod.name}_{pod.uid}" / ref.name
-        used = fsusage.tree_usage(directory)
-        if used is None:
-            return None
-        return fsusage.part_stats(time, fsusage.capacity(directory), used.used, used.inodes)
+        return _tree_stats(directory, time)
 
-    def _volumes(self, ref: PodRef, time: float) -> list[tuple[str, Json]]:
-        """(plugin, VolumeStats) of each volume directory of the pod."""
+    def _volumes(self, ref: PodRef, time: float) -> list[Json]:
+        """The VolumeStats of each volume directory of the pod."""
         top = self.paths.root_dir / "pods" / ref.uid / "volumes"
         found = []
         for plugin_dir in sorted(_subdirs(top)):
             for volume in sorted(_subdirs(plugin_dir)):
-                used = fsusage.tree_usage(volume)
-                if used is None:
-                    continue
-                stats = fsusage.part_stats(time, fsusage.capacity(volume), used.used, used.inodes)
-                found.append((plugin_dir.name, {**stats, "name": volume.name}))
+                stats = _tree_stats(volume, time)
+                if stats is not None:
+                    found.append({**stats, "name": volume.name})
         return found
 
-    def _ephemeral(
-        self, time: float, containers: list[Json], volumes: list[tuple[str, Json]]
-    ) -> Json:
-        """The kubelet's pod ephemeral storage: writable layers, logs, local volumes."""
-        parts = [c[k] for c in containers for k in ("rootfs", "logs") if k in c]
-        parts += [v for plugin, v in volumes if plugin in EPHEMERAL_VOLUME_PLUGINS]
+    def _pod_files(self, ref: PodRef, time: float) -> list[Json]:
+        """FsStats of the pod's own files: those directly in its log directory (the
+        kubelet's pod log stats) and its etc-hosts."""
+        logs = self.paths.pod_logs_dir / f"{ref.namespace}_{ref.name}_{ref.uid}"
+        try:
+            files = [p for p in logs.iterdir() if p.is_file() and not p.is_symlink()]
+        except OSError:
+            files = []
+        files.append(self.paths.root_dir / "pods" / ref.uid / ETC_HOSTS)
+        found = (_tree_stats(path, time) for path in files)
+        return [stats for stats in found if stats is not None]
+
+    def _ephemeral(self, time: float, parts: list[Json]) -> Json:
+        """The pod's ephemeral storage: the sum of its parts."""
         used = sum(p.get("usedBytes", 0) for p in parts)
         inodes = sum(p.get("inodesUsed", 0) for p in parts)
         return fsusage.part_stats(time, fsusage.capacity(self.paths.root_dir), used, inodes)
@@ -358,6 +374,26 @@ def _rlimit(time: float, proc: Path) -> Json:
     if curproc is not None:
         out["curproc"] = curproc
     return out
+
+
+def local_ephemeral_volumes(spec: PodDict) -> frozenset[str]:
+    """The names of the pod's local ephemeral volumes (the kubelet's
+    ``IsLocalEphemeralVolume``): an emptyDir on the node's disk, a configMap, a gitRepo."""
+    found = set()
+    for volume in spec.get("volumes") or []:
+        empty_dir = volume.get("emptyDir")
+        on_disk = empty_dir is not None and not (empty_dir or {}).get("medium")
+        if on_disk or volume.get("configMap") is not None or volume.get("gitRepo") is not None:
+            found.add(str(volume.get("name", "")))
+    return frozenset(found)
+
+
+def _tree_stats(path: Path, time: float) -> Json | None:
+    """FsStats of what a file or a directory tree uses; None if it is not there."""
+    used = fsusage.tree_usage(path)
+    if used is None:
+        return None
+    return fsusage.part_stats(time, fsusage.capacity(path), used.used, used.inodes)
 
 
 def _subdirs(top: Path) -> list[Path]:

@@ -179,8 +179,9 @@ def node_capacity(config: KubeletConfig, machine: MachineFacts) -> dict[str, Fra
         "cpu": Fraction(machine.cpus),
         "memory": Fraction(machine.memory),
         "pods": Fraction(config.max_pods),
-        "ephemeral-storage": Fraction(machine.ephemeral_storage),
     }
+    if config.local_storage_capacity_isolation:  # the kubelet reports it only then
+        capacity["ephemeral-storage"] = Fraction(machine.ephemeral_storage)
     for size, pages in machine.hugepages:
         capacity[hugepage_resource(size)] = Fraction(size * pages)
     return capacity

@@ -9,7 +9,8 @@ from pkletd.workers.nodelease import NodeLeaseOptions
 def node_lease_options(config: KubeletConfig) -> NodeLeaseOptions:
     """registerNode, nodeStatusUpdateFrequency, nodeStatusReportFrequency,
     nodeLeaseDurationSeconds (renewed every quarter of it), nodeStatusMaxImages,
-    kubeAPIQPS and kubeAPIBurst."""
+    kubeAPIQPS, kubeAPIBurst and localStorageCapacityIsolation (the Ready condition
+    requires ephemeral-storage capacity only with it)."""
     return NodeLeaseOptions(
         register_node=config.register_node,
         update_frequency=config.node_status_update_frequency,
@@ -18,4 +19,5 @@ def node_lease_options(config: KubeletConfig) -> NodeLeaseOptions:
         max_images=config.node_status_max_images,
         api_qps=config.kube_api_qps,
         api_burst=config.kube_api_burst,
+        local_storage=config.local_storage_capacity_isolation,
     )

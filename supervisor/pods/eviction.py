@@ -18,6 +18,10 @@ one's the lower of ``evictionMaxPodGracePeriod`` and its own grace period; never
 than 1 s, as the kubelet's pod workers give. The message is the kubelet's: ``The node
 was low on resource: memory. Threshold quantity: 100Mi, available: 90Mi. Container
 hog was using 600Mi, request is 0, has larger consumption of memory. ``.
+
+Pods over their local storage limits (``EvictionNeeded.limits``, ``over_limits``) are
+each evicted, with a 1 s grace period and the message the worker wrote, unless critical;
+unlike a threshold's, such an eviction is no disruption (no ``DisruptionTarget``).
 """
 
 from __future__ import annotations
@@ -27,8 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pkletd.ipc.apimodel import quantity
-from pkletd.ipc.apimodel.podspec import DEFAULT_GRACE_S, Pod
-from pkletd.ipc.bus.messages import EvictionNeeded, PodUsage
+from pkletd.ipc.apimodel.podspec import DEFAULT_GRACE_S, Pod, PodUID
+from pkletd.ipc.bus.messages import EvictionNeeded, LimitExceeded, PodUsage
 from pkletd.supervisor.pods.cgroups import qos
 
 IMMEDIATE_GRACE_S = 1  # the kubelet's immediateEvictionGracePeriodSeconds
@@ -43,6 +47,7 @@ class Eviction:
     pod: Pod
     grace_s: int
     message: str
+    disruption: bool = True  # the kubelet adds DisruptionTarget for a threshold's only
 
 
 def rank(pods: Iterable[Pod], needed: EvictionNeeded, requests_of: RequestsOf) -> list[Pod]:
@@ -76,6 +81,24 @@ def choose(
                 pod, grace(pod, needed.hard, max_pod_grace_s), message(pod, needed, usage)
             )
     return None
+
+
+def over_limits(
+    pods: Iterable[Pod], limits: Iterable[LimitExceeded]
+) -> tuple[list[Eviction], list[Pod]]:
+    """The evictions of the active pods over their local storage limits, and the
+    critical ones among them, which are not evicted."""
+    active = {pod.uid: pod for pod in pods}
+    evictions, critical = [], []
+    for exceeded in limits:
+        pod = active.get(PodUID(exceeded["uid"]))
+        if pod is None:
+            continue
+        if qos.critical(pod):
+            critical.append(pod)
+        else:
+            evictions.append(Eviction(pod, IMMEDIATE_GRACE_S, exceeded["message"], False))
+    return evictions, critical
 
 
 def grace(pod: Pod, hard: bool, max_pod_grace_s: int) -> int:

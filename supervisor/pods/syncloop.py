@@ -304,7 +304,11 @@ class SyncLoop:
 
     def evict(self, needed: EvictionNeeded, max_pod_grace_s: int) -> None:
         """Evict one pod, the first of the kubelet's ranking that may be evicted: Failed,
-        ``Evicted``, its containers stopped within the eviction's grace period."""
+        ``Evicted``, its containers stopped within the eviction's grace period. With
+        ``needed.limits``, each pod over its local storage limits instead."""
+        if needed.limits:
+            self._evict_over_limits(needed)
+            return
         active = self._pods.active()
         chosen = eviction.choose(active, needed, self._admitter.requests, max_pod_grace_s)
         if not active:
@@ -313,16 +317,28 @@ class SyncLoop:
         if chosen is None:
             log.info("unable to evict any pod: all critical pods=%d", len(active))
             return
+        self._evict(chosen, needed.resource, needed.signal)
+
+    def _evict_over_limits(self, needed: EvictionNeeded) -> None:
+        evictions, critical = eviction.over_limits(self._pods.active(), needed.limits)
+        for pod in critical:
+            log.error("cannot evict a critical pod pod=%s uid=%s", pod.full_name, pod.uid)
+        signals = {exceeded["uid"]: exceeded["signal"] for exceeded in needed.limits}
+        for chosen in evictions:
+            self._evict(chosen, needed.resource, signals[chosen.pod.uid])
+
+    def _evict(self, chosen: eviction.Eviction, resource: str, signal: str) -> None:
         pod = chosen.pod
         log.warning(
-            "evicting pod pod=%s uid=%s resource=%s grace=%ds",
+            "evicting pod pod=%s uid=%s resource=%s signal=%s grace=%ds",
             pod.full_name,
             pod.uid,
-            needed.resource,
+            resource,
+            signal,
             chosen.grace_s,
         )
         self._events.warning(ObjectRef.of(pod), Reason.EVICTED, chosen.message)
-        failure = Failure(Reason.EVICTED.value, chosen.message, disruption=True)
+        failure = Failure(Reason.EVICTED.value, chosen.message, disruption=chosen.disruption)
         self.fail_pod(pod, failure, chosen.grace_s)
 
     def _terminate(self, uid: PodUID, pod: Pod | None, grace: int | None) -> None:

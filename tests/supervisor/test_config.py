@@ -105,6 +105,7 @@ def test_defaults_without_a_file() -> None:
         eviction_pressure_transition_period=300.0,
         eviction_max_pod_grace_period=0,
         merge_default_eviction_settings=False,
+        local_storage_capacity_isolation=True,
         tls_cert_file="",
         tls_private_key_file="",
         tls_min_version="",

@@ -1,14 +1,16 @@
 """pkletd: eviction -- the kubelet's eviction manager, the measuring and deciding half.
 
 Every monitoring period it measures the node's eviction signals, checks them against
-the thresholds and reports to the parent, which owns the pods and does the rest
-(pressure conditions, admission, evicting one pod):
+the thresholds, checks the pods' local storage limits and reports to the parent, which
+owns the pods and does the rest (pressure conditions, admission, evicting pods):
 
 - ``thresholds``: signals, thresholds (hard and soft, minimum reclaim), from the
   KubeletConfiguration's eviction fields;
 - ``signals``: reading the signals (cgroups, statfs, CRI ImageFsInfo, /proc);
 - ``manager``: the kubelet's ``synchronize`` decisions, pure;
 - ``podusage``: what each pod uses of the resource to reclaim, from a Summary;
+- ``localstorage``: which pods are over their local storage limits (emptyDir
+  ``sizeLimit``, ephemeral-storage limits), from a Summary of those pods;
 - ``worker``: the round, node-level reclaim, waiting for an evicted pod.
 
 It reads cgroups, filesystems and the runtime, which are untrusted and change under

@@ -2,8 +2,11 @@
 eviction manager's ``synchronize``, with the measuring on a thread of its own.
 
 A round: read the signals (``signals``, on the thread), decide (``manager``, on the
-loop), report ``SignalsObserved``. If a threshold is met past its grace period, report
-``EvictionThresholdMet`` and either
+loop), report ``SignalsObserved``. With ``localStorageCapacityIsolation``, measure the
+pods that have local storage limits (a Summary of those pods, on the thread) and, if
+any is over one (``localstorage``), report ``EvictionNeeded`` with ``limits``: the
+parent evicts them and the round ends there, as the kubelet's does. Else, if a threshold
+is met past its grace period, report ``EvictionThresholdMet`` and either
 
 - ask for node-level reclaim (``ReclaimRequested``, when the threshold's signal is one
   that image and container GC can relieve), wait for the image-gc worker's reclaim
@@ -29,12 +32,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pkletd.ipc.apimodel import quantity
+from pkletd.ipc.apimodel import priority, quantity
+from pkletd.ipc.apimodel.fieldcheck import InvalidField
 from pkletd.ipc.bus.messages import (
     EvictionNeeded,
     EvictionThresholdMet,
     GarbageCollected,
     GarbageKind,
+    LimitExceeded,
     Message,
     PodForgotten,
     PodStatusUpdated,
@@ -48,6 +53,7 @@ from pkletd.ipc.bus.messages import (
 from pkletd.ipc.bus.sender import Sender
 from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.ipc.wakeup import Inbox
+from pkletd.workers.eviction import localstorage
 from pkletd.workers.eviction.manager import Manager, State, Verdict
 from pkletd.workers.eviction.podusage import pod_usage
 from pkletd.workers.eviction.signals import Reading
@@ -84,6 +90,7 @@ class UsageSource(Protocol):
 class Phase(enum.Enum):
     WAITING = "waiting"  # for the next round, due at ``_due``
     READING = "reading"  # the signals are being read
+    CHECKING = "checking"  # the pods with local storage limits are being measured
     RECLAIMING = "reclaiming"  # node-level reclaim asked for; ``_due``: give up waiting
     MEASURING = "measuring"  # the pods' usage is being measured
     EVICTING = "evicting"  # the parent was asked to evict; ``_due``: the next round
@@ -94,6 +101,7 @@ class Options:
     thresholds: tuple[Threshold, ...]
     transition_s: float  # evictionPressureTransitionPeriod
     monitoring_s: float  # evictionMonitoringPeriod
+    local_storage: bool = True  # localStorageCapacityIsolation: enforce the pods' limits
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +113,15 @@ class _Read:
 @dataclass(frozen=True, slots=True)
 class _Measured:
     pods: list[PodUsage]
+
+
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    exceeded: list[LimitExceeded]
+
+
+_Result = _Read | _Measured | _Checked
+BUSY = (Phase.READING, Phase.CHECKING, Phase.MEASURING)  # the thread's result wakes the loop
 
 
 def reclaimable(signal: Signal, dedicated_imagefs: bool) -> bool:
@@ -134,10 +151,11 @@ class EvictionWorker:
         self._phase = Phase.WAITING
         self._due = 0.0
         self._target: tuple[Threshold, Verdict, Reading] | None = None
+        self._checking: tuple[Verdict, Reading] | None = None  # the round's, while CHECKING
         self._evicted_before: set[str] = set()
         self._evicting: str = ""  # the pod the parent evicted this round
         self._reclaimed: set[GarbageKind] = set()  # collections done since the reclaim
-        self._results: Inbox[_Read | _Measured | BaseException] = Inbox()
+        self._results: Inbox[_Result | BaseException] = Inbox()
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="measure")
 
     # --- the Worker protocol ----------------------------------------------------------
@@ -179,6 +197,8 @@ class EvictionWorker:
                 raise RuntimeError(f"measuring failed: {result!r}") from result
             if isinstance(result, _Read):
                 self._on_read(result)
+            elif isinstance(result, _Checked):
+                self._on_checked(result)
             else:
                 self._on_measured(result)
 
@@ -190,8 +210,7 @@ class EvictionWorker:
         elif self._phase is Phase.RECLAIMING and now >= self._due:
             log.warning("node-level reclaim not reported; measuring again")
             self._read(after_reclaim=True)
-        busy = self._phase in (Phase.READING, Phase.MEASURING)  # the result wakes the loop
-        return now + self._options.monitoring_s if busy else self._due
+        return now + self._options.monitoring_s if self._phase in BUSY else self._due
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -201,12 +220,12 @@ class EvictionWorker:
 
     def _read(self, after_reclaim: bool) -> None:
         self._phase = Phase.READING
-        reading: Future[_Read | _Measured] = self._pool.submit(
+        reading: Future[_Result] = self._pool.submit(
             lambda: _Read(self._signals.read(), after_reclaim)
         )
         reading.add_done_callback(self._deliver)
 
-    def _deliver(self, future: Future[_Read | _Measured]) -> None:
+    def _deliver(self, future: Future[_Result]) -> None:
         if future.cancelled():
             return
         error = future.exception()
@@ -222,11 +241,60 @@ class EvictionWorker:
             return
         verdict = self._manager.synchronize(result.reading.observations, now)
         self._bus.send(observed(result.reading, verdict, self._manager))
+        limited = self._limited_pods()
+        if limited:
+            self._check_limits(limited, verdict, result.reading)
+        else:
+            self._act(verdict, result.reading, now)
+
+    def _limited_pods(self) -> list[PodDict]:
+        """The active pods with local storage limits to enforce. A critical pod is never
+        evicted, so it is not measured: over its limits, it does not take the round from
+        the thresholds (the parent checks again)."""
+        if not self._options.local_storage:
+            return []
+        return [
+            pod
+            for pod in self._pods.values()
+            if _active(pod) and not _critical(pod) and localstorage.enforced(pod.get("spec") or {})
+        ]
+
+    def _check_limits(self, pods: list[PodDict], verdict: Verdict, reading: Reading) -> None:
+        specs = {p["metadata"]["uid"]: p.get("spec") or {} for p in pods}
+        dedicated = reading.dedicated_imagefs
+
+        def job() -> _Checked:
+            summary = self._usage.raw_summary(pods)
+            return _Checked(localstorage.over_limits(summary["pods"], specs, dedicated))
+
+        self._phase, self._checking = Phase.CHECKING, (verdict, reading)
+        checking: Future[_Result] = self._pool.submit(job)
+        checking.add_done_callback(self._deliver)
+
+    def _on_checked(self, result: _Checked) -> None:
+        assert self._checking is not None
+        verdict, reading = self._checking
+        self._checking = None
+        if not result.exceeded:
+            self._act(verdict, reading, self._clock.monotonic())
+            return
+        for exceeded in result.exceeded:
+            log.warning(
+                "pod over its local storage limit uid=%s signal=%s message=%r",
+                exceeded["uid"],
+                exceeded["signal"],
+                exceeded["message"],
+            )
+        self._bus.send(EvictionNeeded.over_limits(result.exceeded))
+        self._await_eviction()
+
+    def _act(self, verdict: Verdict, reading: Reading, now: float) -> None:
+        """The round's threshold to reclaim, if any: node-level reclaim or eviction."""
         target = verdict.to_reclaim
         if target is None:
             self._wait(now)
             return
-        reclaim = reclaimable(target.signal, result.reading.dedicated_imagefs)
+        reclaim = reclaimable(target.signal, reading.dedicated_imagefs)
         log.warning(
             "eviction threshold met signal=%s resource=%s hard=%s reclaim=%s",
             target.signal,
@@ -235,7 +303,7 @@ class EvictionWorker:
             reclaim,
         )
         self._bus.send(EvictionThresholdMet(target.signal, target.resource, reclaim))
-        self._target = (target, verdict, result.reading)
+        self._target = (target, verdict, reading)
         if reclaim:
             self._reclaimed = set()
             self._bus.send(ReclaimRequested(f"eviction: {target.signal}"))
@@ -265,7 +333,7 @@ class EvictionWorker:
             return _Measured(pod_usage(summary["pods"], specs, target.signal, dedicated))
 
         self._phase = Phase.MEASURING
-        measuring: Future[_Read | _Measured] = self._pool.submit(job)
+        measuring: Future[_Result] = self._pool.submit(job)
         measuring.add_done_callback(self._deliver)
 
     def _on_measured(self, result: _Measured) -> None:
@@ -283,10 +351,14 @@ class EvictionWorker:
                 result.pods,
             )
         )
+        self._target = None
+        self._await_eviction()
+
+    def _await_eviction(self) -> None:
+        """The parent was asked to evict: the next round waits for the evicted pod."""
         self._evicted_before = {uid for uid, pod in self._pods.items() if _evicted(pod)}
         self._phase = Phase.EVICTING
         self._due = self._clock.monotonic() + self._options.monitoring_s
-        self._target = None
 
     def _check_cleanup(self) -> None:
         """Once the parent evicted a pod, the next round waits for its containers."""
@@ -311,6 +383,21 @@ class EvictionWorker:
 def _evicted(pod: PodDict) -> bool:
     status = pod.get("status") or {}
     return bool(status.get("phase") == "Failed" and status.get("reason") == EVICTED)
+
+
+def _active(pod: PodDict) -> bool:
+    """Neither finished nor being deleted (the kubelet's active pods)."""
+    phase = (pod.get("status") or {}).get("phase")
+    deleted = (pod.get("metadata") or {}).get("deletionTimestamp")
+    return phase not in ("Succeeded", "Failed") and not deleted
+
+
+def _critical(pod: PodDict) -> bool:
+    try:
+        rank = priority.pod_priority(pod.get("spec") or {})
+    except InvalidField:
+        rank = 0
+    return priority.critical((pod.get("metadata") or {}).get("annotations") or {}, rank)
 
 
 def _running(pod: PodDict) -> bool:

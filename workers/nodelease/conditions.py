@@ -25,7 +25,9 @@ from pkletd.workers.nodelease.timing import go_duration, rfc3339
 SHUTTING_DOWN = "node is shutting down"  # the node shutdown manager's ShutdownStatus
 NETWORK_UNKNOWN = "network state unknown"  # the kubelet's ErrNetworkUnknown, until checked
 PLEG_THRESHOLD_S = 180.0  # the kubelet's relistThreshold; ParentAlive.pleg_ok says past it
-REQUIRED_CAPACITY = ("cpu", "memory", "pods", "ephemeral-storage")
+REQUIRED_CAPACITY = ("cpu", "memory", "pods")
+# required too with localStorageCapacityIsolation, as the kubelet's ReadyCondition has it
+STORAGE_CAPACITY = "ephemeral-storage"
 # type -> (reason, message) when the node is under that pressure, and when it is not
 UNDER_PRESSURE = {
     "MemoryPressure": ("KubeletHasInsufficientMemory", "kubelet has insufficient memory available"),
@@ -82,6 +84,7 @@ class ParentHealth:
 class Limits:
     runtime_down_after: float = 30.0  # the kubelet's maxWaitForContainerRuntime
     parent_silent_after: float = 30.0  # no ParentAlive this long: the sync loop is not healthy
+    required_capacity: tuple[str, ...] = (*REQUIRED_CAPACITY, STORAGE_CAPACITY)
 
 
 def after_status(
@@ -128,7 +131,7 @@ def ready_errors(
         errors.append(runtime.network_error)
     if parent.shutting_down:
         errors.append(SHUTTING_DOWN)
-    missing = [name for name in REQUIRED_CAPACITY if name not in capacity]
+    missing = [name for name in limits.required_capacity if name not in capacity]
     if missing:
         errors.append(f"Missing node capacity for resources: {', '.join(missing)}")
     return errors

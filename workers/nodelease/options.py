@@ -22,6 +22,7 @@ class NodeLeaseOptions:
     runtime_down_after: float = 30.0  # no good CRI Status this long: "container runtime is down"
     parent_silent_after: float = 30.0  # no ParentAlive this long: the sync loop is not healthy
     lease_jitter: float = 0.04  # the lease controller's JitterUntil factor
+    local_storage: bool = True  # localStorageCapacityIsolation: ephemeral-storage capacity
 
     def lease_renew_interval(self) -> float:
         return self.renew_interval or self.lease_duration_s * LEASE_RENEW_FRACTION

@@ -28,7 +28,13 @@ from typing import Any
 
 from pkletd.ipc.clock import Clock
 from pkletd.workers.nodelease.api import CONFLICT, ApiCallFailed, NodeApi
-from pkletd.workers.nodelease.conditions import Limits, ParentHealth, condition
+from pkletd.workers.nodelease.conditions import (
+    REQUIRED_CAPACITY,
+    STORAGE_CAPACITY,
+    Limits,
+    ParentHealth,
+    condition,
+)
 from pkletd.workers.nodelease.nodestatus import (
     Observed,
     initial_node,
@@ -104,7 +110,8 @@ class StatusReporter:
         self._options = options
         self._clock = clock
         self._report = report
-        self._limits = Limits(options.runtime_down_after, options.parent_silent_after)
+        required = REQUIRED_CAPACITY + ((STORAGE_CAPACITY,) if options.local_storage else ())
+        self._limits = Limits(options.runtime_down_after, options.parent_silent_after, required)
         self._registered = False
         self._last_report: float | None = None  # monotonic time of the last status write
         self._ready = ""  # the Ready status last written

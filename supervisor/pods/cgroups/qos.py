@@ -20,9 +20,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from pkletd.ipc.apimodel import quantity
+from pkletd.ipc.apimodel import priority, quantity
 from pkletd.ipc.apimodel.podspec import Container, Pod
-from pkletd.ipc.apimodel.priority import SYSTEM_CRITICAL
 
 GUARANTEED = "Guaranteed"
 BURSTABLE = "Burstable"
@@ -32,9 +31,6 @@ COMPUTE = ("cpu", "memory")  # supportedQoSComputeResources
 GUARANTEED_OOM_SCORE_ADJ = -997
 BEST_EFFORT_OOM_SCORE_ADJ = 1000
 SYSTEM_NODE_CRITICAL = "system-node-critical"
-SOURCE_ANNOTATION = "kubernetes.io/config.source"  # file, http or api
-API_SOURCE = "api"
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 
 def pod_qos(pod: Pod) -> str:
@@ -64,9 +60,7 @@ def critical(pod: Pod) -> bool:
     """The kubelet's ``IsCriticalPod``: a static pod (a source other than the API), a
     mirror pod, or a priority of ``system-cluster-critical`` and above. Admitted under
     pressure, never evicted."""
-    source = pod.annotations.get(SOURCE_ANNOTATION)
-    static = source is not None and source != API_SOURCE
-    return static or MIRROR_ANNOTATION in pod.annotations or pod.priority >= SYSTEM_CRITICAL
+    return priority.critical(pod.annotations, pod.priority)
 
 
 def node_critical(pod: Pod) -> bool:

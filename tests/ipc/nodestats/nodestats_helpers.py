@@ -218,6 +218,7 @@ def api_pod(phase: str = "Running", name: str = "web", uid: str = UID) -> dict[s
                 {"name": "proxy", "image": "busybox", "restartPolicy": "Always"},
             ],
             "containers": [{"name": "app", "image": "nginx:1.25"}],
+            "volumes": [{"name": "scratch", "emptyDir": {}}],
         },
         "status": {
             "phase": phase,
