@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from kubernetes.client.rest import ApiException
 
+from tests.conftest import CONTAINERD_TEST_DIR
 from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube
 from tests.harness.containerd import PrivateContainerd, list_pod_sandboxes, remove_all_pods
@@ -28,7 +29,7 @@ RUN = "trap 'exit 0' TERM; while true; do sleep 1; done"
 def cluster(clean_runtime: PrivateContainerd, apiserver: ApiServer) -> Iterator[list[Pkletd]]:
     """Three nodes; the first on the session's containerd, the others on their own."""
     daemons = [clean_runtime] + [
-        PrivateContainerd(Path(f"/tmp/pkletd-ctr-{name}")) for name in NODES[1:]
+        PrivateContainerd(Path(f"{CONTAINERD_TEST_DIR}-{name}")) for name in NODES[1:]
     ]
     agents = []
     try:
