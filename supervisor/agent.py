@@ -69,7 +69,7 @@ from pkletd.supervisor.node.facts import (
 from pkletd.supervisor.node.pressure import NodePressure
 from pkletd.supervisor.node.shutdown import NodeShutdown
 from pkletd.supervisor.notify import Notifier
-from pkletd.supervisor.pods import admission
+from pkletd.supervisor.pods import admission, sysctls
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.cgroups.podcgroups import PodCgroups
 from pkletd.supervisor.pods.events import EventRecorder
@@ -82,6 +82,7 @@ from pkletd.supervisor.pods.podsync import PodSyncer
 from pkletd.supervisor.pods.podworkers import PodWorkers
 from pkletd.supervisor.pods.proberesults import ProbeResults
 from pkletd.supervisor.pods.runtime import Runtime
+from pkletd.supervisor.pods.setup import apparmor
 from pkletd.supervisor.pods.setup.podsetup import PodSetup
 from pkletd.supervisor.pods.syncloop import Parts, SyncLoop
 
@@ -185,6 +186,7 @@ class Agent:
             memory=allocatable["memory"],
             ephemeral_storage=allocatable["ephemeral-storage"],
             kernel=kernel_version(),
+            seccomp_default=config.seccomp_default,
         )
         labels = node_labels(config, self._machine)
         # Without the worker that reads them (no API server) there are no objects to wait for.
@@ -205,11 +207,17 @@ class Agent:
             pods=self._pods,
             probes=self._probes,
             events=self._events,
-            admitter=admission.Admitter(admission.Node.of(node, config.max_pods, labels)),
+            admitter=admission.Admitter(self._admitted(node, config, labels)),
             sync_frequency=config.sync_frequency,
             objects=objects,
             metrics=self._metrics.pods,
         )
+
+    @staticmethod
+    def _admitted(node: NodeInfo, config: KubeletConfig, labels: dict[str, str]) -> admission.Node:
+        """The node as admission sees it; the host's AppArmor is read once, as the kubelet."""
+        allowed = sysctls.Allowlist.of(config.allowed_unsafe_sysctls, node.kernel)
+        return admission.Node.of(node, config.max_pods, labels, allowed, apparmor.host_enabled())
 
     # --- the loop ------------------------------------------------------------------
 

@@ -16,9 +16,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NewType, TypeVar
 
-from pkletd.ipc.apimodel import envspec, priority, resourcespec, securityspec, volumespec
+from pkletd.ipc.apimodel import (
+    envspec,
+    namespacespec,
+    priority,
+    resourcespec,
+    securityspec,
+    volumespec,
+)
 from pkletd.ipc.apimodel.envspec import EnvFrom, EnvVar
 from pkletd.ipc.apimodel.fieldcheck import InvalidField
+from pkletd.ipc.apimodel.namespacespec import Namespaces
 from pkletd.ipc.apimodel.probespec import InvalidProbe, Probe, ProbeType, parse_hooks, parse_probes
 from pkletd.ipc.apimodel.resourcespec import Resources
 from pkletd.ipc.apimodel.securityspec import ContainerSecurity, PodSecurity
@@ -104,6 +112,7 @@ class Pod:
     deleted: bool = False  # the API server set its deletionTimestamp: stop it
     image_pull_secrets: tuple[str, ...] = ()  # the Secrets' names, in the spec's order
     priority: int = 0  # ``priority.pod_priority``
+    namespaces: Namespaces = namespacespec.DEFAULT  # hostPID, hostIPC, ... (``namespacespec``)
 
     @property
     def full_name(self) -> str:
@@ -133,12 +142,14 @@ def parse_pod(raw: Any) -> Pod:
     namespace = _name(meta.get("namespace", "default"), "metadata.namespace", _DNS_LABEL, 63)
     containers = _containers(spec.get("containers"))
     init_containers = _init_containers(spec.get("initContainers") or [], containers)
+    annotations = _string_map(meta.get("annotations", {}), "metadata.annotations")
+    _field(securityspec.check_apparmor_annotations, annotations)
     return Pod(
         uid=PodUID(_string(meta.get("uid", ""), "metadata.uid")),
         name=name,
         namespace=namespace,
         labels=_string_map(meta.get("labels", {}), "metadata.labels"),
-        annotations=_string_map(meta.get("annotations", {}), "metadata.annotations"),
+        annotations=annotations,
         containers=containers,
         restart_policy=_choice(
             spec.get("restartPolicy", "Always"), "spec.restartPolicy", RESTART_POLICIES
@@ -151,6 +162,7 @@ def parse_pod(raw: Any) -> Pod:
         deleted=meta.get("deletionTimestamp") is not None,
         image_pull_secrets=_pull_secrets(spec.get("imagePullSecrets") or []),
         priority=_field(priority.pod_priority, spec),
+        namespaces=_field(namespacespec.parse_namespaces, spec),
         **_volumes_and_security(spec, init_containers + containers),
     )
 

@@ -43,6 +43,15 @@ class SandboxState(enum.Enum):
     NOTREADY = "notready"
 
 
+class NamespaceMode(enum.Enum):
+    """CRI ``NamespaceMode``: whose namespace a container joins."""
+
+    POD = "POD"  # the pod's (its sandbox's)
+    CONTAINER = "CONTAINER"  # its own
+    NODE = "NODE"  # the host's
+    TARGET = "TARGET"  # another container's (``NamespaceSpec.target_id``), PID only
+
+
 _CONTAINER_STATES = {
     pb.CONTAINER_CREATED: ContainerState.CREATED,
     pb.CONTAINER_RUNNING: ContainerState.RUNNING,
@@ -112,6 +121,30 @@ class SeccompSpec:
     localhost_ref: str = ""
 
 
+ProfileSpec = SeccompSpec  # a CRI SecurityProfile: AppArmor's has the same three types
+
+
+@dataclass(frozen=True, slots=True)
+class SELinuxSpec:
+    """CRI ``SELinuxOption``: the label's parts; the runtime fills in what is empty."""
+
+    user: str = ""
+    role: str = ""
+    type: str = ""
+    level: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceSpec:
+    """CRI ``NamespaceOption``: the namespaces the sandbox, or one container, lives in.
+    The defaults are a plain pod's (``kuberuntime/util.NamespacesForPod``)."""
+
+    network: NamespaceMode = NamespaceMode.POD
+    pid: NamespaceMode = NamespaceMode.CONTAINER
+    ipc: NamespaceMode = NamespaceMode.POD
+    target_id: str = ""  # pid TARGET: the container whose PID namespace it joins
+
+
 @dataclass(frozen=True, slots=True)
 class SandboxSecuritySpec:
     run_as_user: int | None = None
@@ -119,6 +152,7 @@ class SandboxSecuritySpec:
     supplemental_groups: tuple[int, ...] = ()
     privileged: bool = False
     seccomp: SeccompSpec | None = None
+    selinux: SELinuxSpec | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +169,8 @@ class ContainerSecuritySpec:
     seccomp: SeccompSpec | None = None
     masked_paths: tuple[str, ...] = ()
     readonly_paths: tuple[str, ...] = ()
+    apparmor: ProfileSpec | None = None
+    selinux: SELinuxSpec | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +188,7 @@ class SandboxSpec:
     sysctls: Mapping[str, str] = field(default_factory=dict)
     security: SandboxSecuritySpec | None = None
     cgroup_parent: str = ""  # the pod's cgroup (``/kubepods/burstable/pod<uid>``)
+    namespaces: NamespaceSpec | None = None  # None: the defaults, network by host_network
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +221,7 @@ class ContainerSpec:
     stdin: bool = False
     stdin_once: bool = False
     tty: bool = False
+    namespaces: NamespaceSpec | None = None  # None: its sandbox's
 
 
 @dataclass(frozen=True, slots=True)
@@ -555,7 +593,7 @@ class CriRuntime:
     ) -> ContainerID:
         request = pb.CreateContainerRequest(
             pod_sandbox_id=sandbox_id,
-            config=_container_config(spec, sandbox.host_network),
+            config=_container_config(spec, sandbox_namespaces(sandbox)),
             sandbox_config=_sandbox_config(sandbox),
         )
         target = f"{_pod_target(sandbox)} container={spec.name}"
@@ -656,8 +694,16 @@ def _container_info(c: Any, sandbox_id: str) -> ContainerInfo:
     )
 
 
+def sandbox_namespaces(spec: SandboxSpec) -> NamespaceSpec:
+    """The sandbox's namespaces: its own, else the defaults with the network by
+    ``host_network``."""
+    if spec.namespaces is not None:
+        return spec.namespaces
+    network = NamespaceMode.NODE if spec.host_network else NamespaceMode.POD
+    return NamespaceSpec(network=network)
+
+
 def _sandbox_config(spec: SandboxSpec) -> Any:
-    network = pb.NODE if spec.host_network else pb.POD
     return pb.PodSandboxConfig(
         metadata=pb.PodSandboxMetadata(
             name=spec.name, namespace=spec.namespace, uid=spec.uid, attempt=spec.attempt
@@ -676,17 +722,24 @@ def _sandbox_config(spec: SandboxSpec) -> Any:
             for p in spec.ports
         ],
         linux=pb.LinuxPodSandboxConfig(
-            security_context=_sandbox_security(spec.security, network),
+            security_context=_sandbox_security(spec.security, sandbox_namespaces(spec)),
             sysctls=dict(spec.sysctls),
             cgroup_parent=spec.cgroup_parent,
         ),
     )
 
 
-def _sandbox_security(sc: SandboxSecuritySpec | None, network: Any) -> Any:
-    out = pb.LinuxSandboxSecurityContext(
-        namespace_options=pb.NamespaceOption(network=network, pid=pb.CONTAINER, ipc=pb.POD)
+def _namespace_option(ns: NamespaceSpec) -> Any:
+    return pb.NamespaceOption(
+        network=pb.NamespaceMode.Value(ns.network.value),
+        pid=pb.NamespaceMode.Value(ns.pid.value),
+        ipc=pb.NamespaceMode.Value(ns.ipc.value),
+        target_id=ns.target_id,
     )
+
+
+def _sandbox_security(sc: SandboxSecuritySpec | None, namespaces: NamespaceSpec) -> Any:
+    out = pb.LinuxSandboxSecurityContext(namespace_options=_namespace_option(namespaces))
     if sc is None:
         return out
     if sc.run_as_user is not None:
@@ -697,12 +750,27 @@ def _sandbox_security(sc: SandboxSecuritySpec | None, network: Any) -> Any:
     out.privileged = sc.privileged
     if sc.seccomp is not None:
         out.seccomp.CopyFrom(_seccomp(sc.seccomp))
+    if sc.selinux is not None:
+        out.selinux_options.CopyFrom(_selinux(sc.selinux))
     return out
 
 
 def _seccomp(profile: SeccompSpec) -> Any:
     kind = pb.SecurityProfile.ProfileType.Value(profile.type)
     return pb.SecurityProfile(profile_type=kind, localhost_ref=profile.localhost_ref)
+
+
+def _selinux(label: SELinuxSpec) -> Any:
+    return pb.SELinuxOption(user=label.user, role=label.role, type=label.type, level=label.level)
+
+
+# AppArmor as the deprecated ``apparmor_profile`` string, which containerd 1.6 reads
+# (the kubelet sends both forms).
+_APPARMOR_NAMES = {"RuntimeDefault": "runtime/default", "Unconfined": "unconfined"}
+
+
+def _apparmor_name(profile: ProfileSpec) -> str:
+    return _APPARMOR_NAMES.get(profile.type) or f"localhost/{profile.localhost_ref}"
 
 
 _PROPAGATION = {
@@ -712,12 +780,9 @@ _PROPAGATION = {
 }
 
 
-def _container_linux(sc: ContainerSecuritySpec | None, host_network: bool) -> Any:
+def _container_linux(sc: ContainerSecuritySpec | None, namespaces: NamespaceSpec) -> Any:
     """The kubelet always sends the namespaces; the rest when the pod has a security context."""
-    network = pb.NODE if host_network else pb.POD
-    out = pb.LinuxContainerSecurityContext(
-        namespace_options=pb.NamespaceOption(network=network, pid=pb.CONTAINER, ipc=pb.POD)
-    )
+    out = pb.LinuxContainerSecurityContext(namespace_options=_namespace_option(namespaces))
     if sc is not None:
         if sc.run_as_user is not None:
             out.run_as_user.value = sc.run_as_user
@@ -730,11 +795,21 @@ def _container_linux(sc: ContainerSecuritySpec | None, host_network: bool) -> An
         out.capabilities.add_capabilities.extend(sc.add_capabilities)
         out.capabilities.drop_capabilities.extend(sc.drop_capabilities)
         out.no_new_privs = sc.no_new_privs
-        if sc.seccomp is not None:
-            out.seccomp.CopyFrom(_seccomp(sc.seccomp))
         out.masked_paths.extend(sc.masked_paths)
         out.readonly_paths.extend(sc.readonly_paths)
+        _container_profiles(out, sc)
     return pb.LinuxContainerConfig(security_context=out)
+
+
+def _container_profiles(out: Any, sc: ContainerSecuritySpec) -> None:
+    """Seccomp, AppArmor and the SELinux label of a container's security context."""
+    if sc.seccomp is not None:
+        out.seccomp.CopyFrom(_seccomp(sc.seccomp))
+    if sc.apparmor is not None:
+        out.apparmor.CopyFrom(_seccomp(sc.apparmor))
+        out.apparmor_profile = _apparmor_name(sc.apparmor)
+    if sc.selinux is not None:
+        out.selinux_options.CopyFrom(_selinux(sc.selinux))
 
 
 def _container_resources(r: ContainerResources) -> Any:
@@ -748,7 +823,8 @@ def _container_resources(r: ContainerResources) -> Any:
     )
 
 
-def _container_config(spec: ContainerSpec, host_network: bool = False) -> Any:
+def _container_config(spec: ContainerSpec, sandbox: NamespaceSpec = NamespaceSpec()) -> Any:
+    """``sandbox``: the sandbox's namespaces, the container's unless it has its own."""
     config = pb.ContainerConfig(
         metadata=pb.ContainerMetadata(name=spec.name, attempt=spec.attempt),
         image=pb.ImageSpec(image=spec.image),
@@ -768,7 +844,7 @@ def _container_config(spec: ContainerSpec, host_network: bool = False) -> Any:
             )
             for m in spec.mounts
         ],
-        linux=_container_linux(spec.security, host_network),
+        linux=_container_linux(spec.security, spec.namespaces or sandbox),
         stdin=spec.stdin,
         stdin_once=spec.stdin_once,
         tty=spec.tty,

@@ -53,6 +53,10 @@ class Reason(enum.Enum):
     POD_OS_SELECTOR_MISMATCH = "PodOSSelectorNodeLabelDoesNotMatch"
     POD_OS_NOT_SUPPORTED = "PodOSNotSupported"
     SYSCTL_FORBIDDEN = "SysctlForbidden"
+    APPARMOR = "AppArmor"
+    SUPPLEMENTAL_GROUPS_POLICY_NOT_SUPPORTED = "SupplementalGroupsPolicyNotSupported"
+    POD_LEVEL_RESOURCES_NOT_SUPPORTED = "PodLevelResourcesNotSupported"
+    POD_FEATURE_UNSUPPORTED = "PodFeatureUnsupported"
     NODE_SHUTDOWN = "NodeShutdown"  # also the node's event when a shutdown starts or is cancelled
     # eviction: a pod evicted or refused under pressure (also its status reason), and the
     # node's warning when a threshold is met

@@ -5,7 +5,7 @@ so ``crictl`` and other tools read pkletd's pods, and a restarted parent finds i
 own pods by them. Log paths are the kubelet's:
 ``<podLogsDir>/<namespace>_<name>_<uid>/<container>/<restartCount>.log``. The sandbox's
 cgroup parent is the pod's cgroup (``cgroups``); a container's resources come from
-``resources``.
+``resources``; the namespaces of both from ``namespaces``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 from pkletd.ipc.apimodel.podspec import Container, Pod
 from pkletd.ipc.runtime.cri import ContainerSpec, PortSpec, SandboxSpec
 from pkletd.supervisor.pods.cgroups import podcgroups, resources
-from pkletd.supervisor.pods.setup import securitycontext
+from pkletd.supervisor.pods.setup import namespaces, securitycontext
 
 POD_NAME = "io.kubernetes.pod.name"
 POD_NAMESPACE = "io.kubernetes.pod.namespace"
@@ -56,6 +56,7 @@ def sandbox_spec(pod: Pod, attempt: int, logs_root: Path) -> SandboxSpec:
         sysctls=dict(pod.security.sysctls) if pod.security is not None else {},
         security=securitycontext.sandbox_security(pod),
         cgroup_parent=podcgroups.pod_cgroup_name(pod),
+        namespaces=namespaces.pod_namespaces(pod),
     )
 
 
@@ -92,4 +93,5 @@ def container_spec(pod: Pod, container: Container, restart_count: int) -> Contai
         stdin=container.stdin,
         stdin_once=container.stdin_once,
         tty=container.tty,
+        namespaces=namespaces.container_namespaces(pod),
     )
