@@ -4,7 +4,9 @@
 field path (``spec.containers[1].image: required value``), as the API server's
 validation would. Fields pkletd does not act on yet are carried in ``raw`` and
 ignored. Pods travel over the bus as their ``raw`` dicts, and the receiver
-parses them again: a bus peer is not trusted either.
+parses them again: a bus peer is not trusted either. ``refused_pod`` keeps what can
+be read of a pod that failed (its identity and the reason), so admission can refuse
+it where its status shows why.
 """
 
 from __future__ import annotations
@@ -113,6 +115,7 @@ class Pod:
     image_pull_secrets: tuple[str, ...] = ()  # the Secrets' names, in the spec's order
     priority: int = 0  # ``priority.pod_priority``
     namespaces: Namespaces = namespacespec.DEFAULT  # hostPID, hostIPC, ... (``namespacespec``)
+    invalid: str = ""  # why it cannot be run (``refused_pod``): no container was read
 
     @property
     def full_name(self) -> str:
@@ -164,6 +167,34 @@ def parse_pod(raw: Any) -> Pod:
         priority=_field(priority.pod_priority, spec),
         namespaces=_field(namespacespec.parse_namespaces, spec),
         **_volumes_and_security(spec, init_containers + containers),
+    )
+
+
+def refused_pod(raw: Any, error: InvalidPod) -> Pod | None:
+    """A pod ``parse_pod`` refused, as far as its identity goes: no containers, the
+    reason in ``invalid``; None if even its metadata cannot be read."""
+    try:
+        meta = _mapping(_mapping(raw, "").get("metadata"), "metadata")
+        uid = _string(meta.get("uid", ""), "metadata.uid")
+        name = _name(meta.get("name"), "metadata.name", _DNS_SUBDOMAIN, 253)
+        namespace = _name(meta.get("namespace", "default"), "metadata.namespace", _DNS_LABEL, 63)
+    except InvalidPod:
+        return None
+    if not uid:
+        return None
+    return Pod(
+        uid=PodUID(uid),
+        name=name,
+        namespace=namespace,
+        labels={},
+        annotations={},
+        containers=(),
+        restart_policy="Never",
+        host_network=False,
+        grace_period_s=0,
+        raw=raw,
+        deleted=meta.get("deletionTimestamp") is not None,
+        invalid=str(error),
     )
 
 

@@ -2,6 +2,9 @@
 
 Checks, in the kubelet's order, and the first failure is the reason:
 
+-. pkletd's own, before any: a pod that ``parse_pod`` refused (an unknown value, a
+   value of the wrong type; ``podspec.refused_pod``) is refused with ``InvalidPodSpec``
+   and the field's path and the reason as the message;
 -. the eviction manager's admit handler, first in the kubelet's chain: under a pressure
    condition (``Admitter.pressure``, from the eviction worker) a critical pod is
    admitted, and under memory pressure alone a pod that is not BestEffort or tolerates
@@ -136,7 +139,8 @@ class Admitter:
 
     def admit(self, pod: Pod, active: Iterable[Pod]) -> Rejection | None:
         return (
-            under_pressure(pod, self.pressure)
+            _invalid(pod)
+            or under_pressure(pod, self.pressure)
             or admit(pod, active, self.node, self.requests)
             or self.refusal
         )
@@ -150,7 +154,8 @@ def admit(
 ) -> Rejection | None:
     others = [p for p in active if p.uid != pod.uid]
     return (
-        _sysctls(pod, node)
+        _invalid(pod)
+        or _sysctls(pod, node)
         or _refused(features.supplemental_groups_policy(pod))
         or _os(pod)
         or _resources(pod, others, node, requests_of)
@@ -184,6 +189,10 @@ def tolerates(pod: Pod, key: str, effect: str, value: str = "") -> bool:
         if operator == "Exists" or (operator == "Equal" and toleration.get("value", "") == value):
             return True
     return False
+
+
+def _invalid(pod: Pod) -> Rejection | None:
+    return Rejection(Reason.INVALID_POD_SPEC, pod.invalid) if pod.invalid else None
 
 
 def _sysctls(pod: Pod, node: Node) -> Rejection | None:
