@@ -26,6 +26,7 @@ from pkletd.ipc.bus.messages import (
     Heartbeat,
     Hello,
     InhibitorReported,
+    ManifestAccepted,
     ManifestRejected,
     NodeReported,
     NodeShutdownCancelled,
@@ -81,6 +82,7 @@ from pkletd.supervisor.pods.objects import ApiObjects
 from pkletd.supervisor.pods.podsync import PodSyncer
 from pkletd.supervisor.pods.podworkers import PodWorkers
 from pkletd.supervisor.pods.proberesults import ProbeResults
+from pkletd.supervisor.pods.rejectedmanifests import RejectedManifests
 from pkletd.supervisor.pods.runtime import Runtime
 from pkletd.supervisor.pods.setup import apparmor
 from pkletd.supervisor.pods.setup.podsetup import PodSetup
@@ -108,9 +110,10 @@ FACTS_FROM = {
     NodeShutdownCancelled: "node-shutdown",
     InhibitorReported: "node-shutdown",
 }
-# Pod-source facts (PodsListed, ManifestRejected) come from the worker of the source
-# they name, and from no other: source -> worker.
+# Pod-source facts (PodsListed, ManifestRejected, ManifestAccepted) come from the worker of
+# the source they name, and from no other: source -> worker.
 SOURCE_WORKERS = {"file": "file-source", "http": "http-source", "api": "api-watcher"}
+WORKER_SOURCES = {worker: source for source, worker in SOURCE_WORKERS.items()}
 
 
 def node_ip(node_name: str) -> str:
@@ -148,6 +151,7 @@ class Agent:
         self._probes = ProbeResults()
         host_ip = config.node_ip.split(",")[0] or node_ip(config.node_name)
         self._pods = Pods(host_ip, sources, self._probes)
+        self._manifests = RejectedManifests()
         self._events = EventRecorder()
         self._machine = MachineFacts.read(Path(config.root_dir))  # read once, for both uses
         self._node = NodeState(config.node_name, bool(config.kubeconfig), self._events)
@@ -387,13 +391,14 @@ class Agent:
             return
         message = envelope.message
         wanted_sender = FACTS_FROM.get(type(message))
-        if isinstance(message, (PodsListed, ManifestRejected)):
+        if isinstance(message, (PodsListed, ManifestRejected, ManifestAccepted)):
             wanted_sender = SOURCE_WORKERS.get(message.source, "")  # unknown: nobody
         if wanted_sender is not None and wanted_sender != name:
             log.error("dropped message from the wrong worker worker=%s kind=%s", name, message.kind)
             return
         self._children.heartbeat(name, pid)
         if isinstance(message, (Hello, SnapshotRequest)):
+            self._manifests.forget(WORKER_SOURCES.get(name, ""))  # it reports them again
             self._bus.reply(identity, self._snapshot())
         elif isinstance(message, WorkerReady):
             self._children.ready(name, pid)
@@ -401,13 +406,8 @@ class Agent:
             pass
         elif isinstance(message, PodsListed):
             self._sync.on_pods_listed(message)
-        elif isinstance(message, ManifestRejected):
-            log.error(
-                "manifest rejected source=%s path=%s reason=%s",
-                message.source,
-                message.path,
-                message.reason,
-            )
+        elif isinstance(message, (ManifestRejected, ManifestAccepted)):
+            self._on_manifest(message)
         elif isinstance(message, PodLifecycleEvent):
             self._sync.on_lifecycle_event(message)
         elif isinstance(message, ProbeResult):
@@ -474,6 +474,19 @@ class Agent:
 
     # --- control -------------------------------------------------------------------
 
+    def _on_manifest(self, message: ManifestRejected | ManifestAccepted) -> None:
+        if isinstance(message, ManifestAccepted):
+            log.info("manifest accepted source=%s path=%s", message.source, message.path)
+            self._manifests.accepted(message.source, message.path)
+            return
+        log.error(
+            "manifest rejected source=%s path=%s reason=%s",
+            message.source,
+            message.path,
+            message.reason,
+        )
+        self._manifests.rejected(message.source, message.path, message.reason, time.time())
+
     def _answer(self, request: Request) -> dict[str, Any]:
         """A control request's reply; a bug in answering one fails that request only."""
         try:
@@ -492,6 +505,7 @@ class Agent:
                 "gc": self._garbage.status(),
                 "node": self._node_status(),
                 "pressure": self._pressure.status(),
+                "manifests": self._manifests.status(),
                 **self._sync.status(events=request.body.get("events") is True),
             }
         if command == "restart-worker":

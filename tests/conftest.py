@@ -22,6 +22,7 @@ Every test
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -37,7 +38,12 @@ from tests.harness.apiserver.client import Kube
 from tests.harness.containerd import PrivateContainerd, ensure_installed, remove_all_pods
 
 # PKLETD_TEST_CONTAINERD_DIR gives concurrent test sessions on one machine their own daemon.
-CONTAINERD_TEST_DIR = Path(os.environ.get("PKLETD_TEST_CONTAINERD_DIR", "/tmp/pkletd-ctr-test"))
+# Each checkout's own daemon by default, so that two checkouts' sessions never remove
+# each other's pods.
+_CHECKOUT = hashlib.sha1(str(Path(__file__).resolve().parent).encode()).hexdigest()[:8]
+CONTAINERD_TEST_DIR = Path(
+    os.environ.get("PKLETD_TEST_CONTAINERD_DIR", f"/tmp/pkletd-ctr-test-{_CHECKOUT}")
+)
 
 
 # --------------------------------------------------------------------------- leaks
