@@ -12,7 +12,9 @@ in the kubelet's order:
   no user namespaces and containerd 1.6 has none through the CRI, so the pod is
   refused with the kubelet's message for such a runtime (the kubelet itself retries
   the sandbox forever with ``FailedCreatePodSandBox``); ``resourceClaims`` (dynamic
-  resource allocation, no driver here). Both of these with ``PodFeatureUnsupported``.
+  resource allocation, no driver here); hugepages (a ``hugepages-<size>`` request or
+  limit, an emptyDir of medium ``HugePages``: pkletd mounts no hugetlbfs and sets no
+  hugetlb limit). These three with ``PodFeatureUnsupported``.
 """
 
 from __future__ import annotations
@@ -43,4 +45,19 @@ def unsupported(pod: Pod) -> Refusal | None:
         return Reason.POD_FEATURE_UNSUPPORTED, USER_NAMESPACES
     if spec.get("resourceClaims"):
         return Reason.POD_FEATURE_UNSUPPORTED, RESOURCE_CLAIMS
+    hugepages = _hugepages(pod)
+    if hugepages is not None:
+        return Reason.POD_FEATURE_UNSUPPORTED, f"pkletd does not serve hugepages: {hugepages}"
+    return None
+
+
+def _hugepages(pod: Pod) -> str | None:
+    for volume in pod.volumes:
+        if volume.kind == "emptyDir" and volume.medium.startswith("HugePages"):
+            return f'volume "{volume.name}" has medium {volume.medium}'
+    for container in pod.init_containers + pod.containers:
+        amounts = container.resources.requests + container.resources.limits
+        asked = sorted({name for name, n in amounts if name.startswith("hugepages-") and n > 0})
+        if asked:
+            return f'container "{container.name}" asks for {", ".join(asked)}'
     return None

@@ -132,3 +132,19 @@ def test_the_kubelet_order_sysctls_first_node_shutdown_last() -> None:
     admitter = admission.Admitter(APPARMOR_ON)
     admitter.refusal = Rejection(Reason.NODE_SHUTDOWN, "Node is shutting down")
     assert admitter.admit(pod(hostUsers=False), []).reason is Reason.POD_FEATURE_UNSUPPORTED  # type: ignore[union-attr]
+
+
+def test_hugepages_are_refused() -> None:
+    resources = {"limits": {"hugepages-2Mi": "4Mi", "memory": "64Mi"}}
+    asked = pod(containers=[{"name": "c", "image": "x", "resources": resources}])
+    assert admit(asked) == Rejection(
+        Reason.POD_FEATURE_UNSUPPORTED,
+        'pkletd does not serve hugepages: container "c" asks for hugepages-2Mi',
+    )
+    mounted = pod(volumes=[{"name": "huge", "emptyDir": {"medium": "HugePages"}}])
+    assert admit(mounted) == Rejection(
+        Reason.POD_FEATURE_UNSUPPORTED,
+        'pkletd does not serve hugepages: volume "huge" has medium HugePages',
+    )
+    plain = {"limits": {"memory": "64Mi"}}
+    assert admit(pod(containers=[{"name": "c", "image": "x", "resources": plain}])) is None
