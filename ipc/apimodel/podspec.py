@@ -36,6 +36,8 @@ from pkletd.ipc.apimodel.volumespec import Volume, VolumeMount
 
 _T = TypeVar("_T")
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
+TERMINATION_MESSAGE_POLICIES = ("File", "FallbackToLogsOnError")
+DEFAULT_TERMINATION_MESSAGE_PATH = "/dev/termination-log"  # the API's default
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 DEFAULT_GRACE_S = 30
 
@@ -80,6 +82,8 @@ class Container:
     stdin: bool = False  # the container's stdin stays open (for attach)
     stdin_once: bool = False  # ... until the first attach closes it
     tty: bool = False
+    termination_message_path: str = DEFAULT_TERMINATION_MESSAGE_PATH  # "": none
+    termination_message_policy: str = "File"  # or FallbackToLogsOnError
 
     @property
     def sidecar(self) -> bool:
@@ -305,6 +309,15 @@ def _container(value: Any, path: str, init: bool = False) -> Container:
         stdin=_bool(c.get("stdin", False), f"{path}.stdin"),
         stdin_once=_bool(c.get("stdinOnce", False), f"{path}.stdinOnce"),
         tty=_bool(c.get("tty", False), f"{path}.tty"),
+        termination_message_path=_string(
+            c.get("terminationMessagePath", DEFAULT_TERMINATION_MESSAGE_PATH),
+            f"{path}.terminationMessagePath",
+        ),
+        termination_message_policy=_choice(
+            c.get("terminationMessagePolicy", "File"),
+            f"{path}.terminationMessagePolicy",
+            TERMINATION_MESSAGE_POLICIES,
+        ),
         **_hooks(c, path),
     )
 

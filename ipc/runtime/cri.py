@@ -258,6 +258,8 @@ class ContainerInfo:
     exit_code: int = 0
     reason: str = ""
     message: str = ""
+    mounts: tuple[tuple[str, str], ...] = ()  # (container path, host path)
+    log_path: str = ""  # the full path of its log file
 
     @property
     def pod_uid(self) -> PodUID:
@@ -465,6 +467,8 @@ class CriRuntime:
             exit_code=s.exit_code,
             reason=s.reason,
             message=s.message,
+            mounts=tuple((m.container_path, m.host_path) for m in s.mounts),
+            log_path=s.log_path,
         )
 
     def container_state(self, container_id: ContainerID) -> ContainerState:

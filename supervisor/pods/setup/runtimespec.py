@@ -64,8 +64,8 @@ def container_spec(pod: Pod, container: Container, restart_count: int) -> Contai
     annotations = {
         CONTAINER_HASH: container.hash,
         RESTART_COUNT: str(restart_count),
-        TERMINATION_MESSAGE_PATH: "/dev/termination-log",
-        TERMINATION_MESSAGE_POLICY: "File",
+        TERMINATION_MESSAGE_PATH: container.termination_message_path,
+        TERMINATION_MESSAGE_POLICY: container.termination_message_policy,
         POD_GRACE: str(pod.grace_period_s),
     }
     if container.ports:
