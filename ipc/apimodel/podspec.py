@@ -11,6 +11,7 @@ it where its status shows why.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 import zlib
@@ -58,6 +59,7 @@ class Port:
     host_port: int
     protocol: str
     name: str = ""
+    host_ip: str = ""  # the address a hostPort binds ("": every address)
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,9 +381,20 @@ def _ports(value: Any, path: str) -> tuple[Port, ...]:
                     entry.get("protocol", "TCP"), f"{path}[{i}].protocol", ("TCP", "UDP", "SCTP")
                 ),
                 name=_string(entry.get("name", ""), f"{path}[{i}].name"),
+                host_ip=_host_ip(entry.get("hostIP", ""), f"{path}[{i}].hostIP"),
             )
         )
     return tuple(ports)
+
+
+def _host_ip(value: Any, path: str) -> str:
+    text = _string(value, path)
+    try:
+        if text:
+            ipaddress.ip_address(text)
+    except ValueError:
+        raise InvalidPod(f"{path}: invalid value {text!r}: must be a valid IP address") from None
+    return text
 
 
 def _grace(value: Any, path: str = "spec.terminationGracePeriodSeconds") -> int:

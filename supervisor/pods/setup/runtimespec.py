@@ -48,7 +48,7 @@ def sandbox_spec(pod: Pod, attempt: int, logs_root: Path) -> SandboxSpec:
         labels=labels,
         annotations=dict(pod.annotations),
         ports=tuple(
-            PortSpec(p.container_port, p.host_port, p.protocol)
+            PortSpec(p.container_port, p.host_port, p.protocol, p.host_ip)
             for c in pod.containers
             for p in c.ports
             if p.host_port
