@@ -27,6 +27,7 @@ from pkletd.ipc.bus.messages import (
     Heartbeat,
     Hello,
     InhibitorReported,
+    ManifestAccepted,
     ManifestRejected,
     NodeReported,
     NodeShutdownCancelled,
@@ -71,7 +72,7 @@ from pkletd.supervisor.node.facts import (
 from pkletd.supervisor.node.pressure import NodePressure
 from pkletd.supervisor.node.shutdown import NodeShutdown
 from pkletd.supervisor.notify import Notifier
-from pkletd.supervisor.pods import admission
+from pkletd.supervisor.pods import admission, sysctls
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.cgroups.podcgroups import PodCgroups
 from pkletd.supervisor.pods.events import EventRecorder
@@ -83,7 +84,9 @@ from pkletd.supervisor.pods.objects import ApiObjects
 from pkletd.supervisor.pods.podsync import PodSyncer
 from pkletd.supervisor.pods.podworkers import PodWorkers
 from pkletd.supervisor.pods.proberesults import ProbeResults
+from pkletd.supervisor.pods.rejectedmanifests import RejectedManifests
 from pkletd.supervisor.pods.runtime import Runtime
+from pkletd.supervisor.pods.setup import apparmor
 from pkletd.supervisor.pods.setup.podsetup import PodSetup
 from pkletd.supervisor.pods.syncloop import Parts, SyncLoop
 
@@ -110,9 +113,10 @@ FACTS_FROM = {
     NodeShutdownCancelled: "node-shutdown",
     InhibitorReported: "node-shutdown",
 }
-# Pod-source facts (PodsListed, ManifestRejected) come from the worker of the source
-# they name, and from no other: source -> worker.
+# Pod-source facts (PodsListed, ManifestRejected, ManifestAccepted) come from the worker of
+# the source they name, and from no other: source -> worker.
 SOURCE_WORKERS = {"file": "file-source", "http": "http-source", "api": "api-watcher"}
+WORKER_SOURCES = {worker: source for source, worker in SOURCE_WORKERS.items()}
 
 
 def node_ip(node_name: str) -> str:
@@ -150,6 +154,7 @@ class Agent:
         self._probes = ProbeResults()
         host_ip = config.node_ip.split(",")[0] or node_ip(config.node_name)
         self._pods = Pods(host_ip, sources, self._probes)
+        self._manifests = RejectedManifests()
         self._events = EventRecorder()
         self._machine = MachineFacts.read(Path(config.root_dir))  # read once, for both uses
         self._node = NodeState(config.node_name, bool(config.kubeconfig), self._events)
@@ -188,6 +193,7 @@ class Agent:
             memory=allocatable["memory"],
             ephemeral_storage=allocatable.get("ephemeral-storage", Fraction(0)),
             kernel=kernel_version(),
+            seccomp_default=config.seccomp_default,
         )
         labels = node_labels(config, self._machine)
         # Without the worker that reads them (no API server) there are no objects to wait for.
@@ -208,13 +214,17 @@ class Agent:
             pods=self._pods,
             probes=self._probes,
             events=self._events,
-            admitter=admission.Admitter(
-                admission.Node.of(node, config.max_pods, labels), objects.standalone
-            ),
+            admitter=admission.Admitter(self._admitted(node, config, labels), objects.standalone),
             sync_frequency=config.sync_frequency,
             objects=objects,
             metrics=self._metrics.pods,
         )
+
+    @staticmethod
+    def _admitted(node: NodeInfo, config: KubeletConfig, labels: dict[str, str]) -> admission.Node:
+        """The node as admission sees it; the host's AppArmor is read once, as the kubelet."""
+        allowed = sysctls.Allowlist.of(config.allowed_unsafe_sysctls, node.kernel)
+        return admission.Node.of(node, config.max_pods, labels, allowed, apparmor.host_enabled())
 
     # --- the loop ------------------------------------------------------------------
 
@@ -384,13 +394,14 @@ class Agent:
             return
         message = envelope.message
         wanted_sender = FACTS_FROM.get(type(message))
-        if isinstance(message, (PodsListed, ManifestRejected)):
+        if isinstance(message, (PodsListed, ManifestRejected, ManifestAccepted)):
             wanted_sender = SOURCE_WORKERS.get(message.source, "")  # unknown: nobody
         if wanted_sender is not None and wanted_sender != name:
             log.error("dropped message from the wrong worker worker=%s kind=%s", name, message.kind)
             return
         self._children.heartbeat(name, pid)
         if isinstance(message, (Hello, SnapshotRequest)):
+            self._manifests.forget(WORKER_SOURCES.get(name, ""))  # it reports them again
             self._bus.reply(identity, self._snapshot())
         elif isinstance(message, WorkerReady):
             self._children.ready(name, pid)
@@ -398,13 +409,8 @@ class Agent:
             pass
         elif isinstance(message, PodsListed):
             self._sync.on_pods_listed(message)
-        elif isinstance(message, ManifestRejected):
-            log.error(
-                "manifest rejected source=%s path=%s reason=%s",
-                message.source,
-                message.path,
-                message.reason,
-            )
+        elif isinstance(message, (ManifestRejected, ManifestAccepted)):
+            self._on_manifest(message)
         elif isinstance(message, PodLifecycleEvent):
             self._sync.on_lifecycle_event(message)
         elif isinstance(message, ProbeResult):
@@ -473,6 +479,19 @@ class Agent:
 
     # --- control -------------------------------------------------------------------
 
+    def _on_manifest(self, message: ManifestRejected | ManifestAccepted) -> None:
+        if isinstance(message, ManifestAccepted):
+            log.info("manifest accepted source=%s path=%s", message.source, message.path)
+            self._manifests.accepted(message.source, message.path)
+            return
+        log.error(
+            "manifest rejected source=%s path=%s reason=%s",
+            message.source,
+            message.path,
+            message.reason,
+        )
+        self._manifests.rejected(message.source, message.path, message.reason, time.time())
+
     def _answer(self, request: Request) -> dict[str, Any]:
         """A control request's reply; a bug in answering one fails that request only."""
         try:
@@ -491,6 +510,7 @@ class Agent:
                 "gc": self._garbage.status(),
                 "node": self._node_status(),
                 "pressure": self._pressure.status(),
+                "manifests": self._manifests.status(),
                 **self._sync.status(events=request.body.get("events") is True),
             }
         if command == "restart-worker":

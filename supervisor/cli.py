@@ -114,7 +114,17 @@ def format_status(status: dict[str, Any], now: float | None = None) -> str:
         containers = ", ".join(_container_cell(c) for c in p["containers"])
         rows.append((f"{p['namespace']}/{p['name']}", p["phase"], containers or "-"))
     lines += _table(rows)
+    lines += _manifest_lines(status.get("manifests") or [])
     return "\n".join(lines)
+
+
+def _manifest_lines(rejected: list[dict[str, Any]]) -> list[str]:
+    """The manifests the static pod sources reject now: no pod of theirs runs."""
+    if not rejected:
+        return []
+    rows: list[tuple[str, ...]] = [("MANIFEST REJECTED", "REASON")]
+    rows += [(m["path"], m["reason"]) for m in rejected]
+    return ["", *_table(rows)]
 
 
 def _pleg_line(node: dict[str, Any]) -> list[str]:

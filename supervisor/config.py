@@ -58,6 +58,7 @@ from typing import Any
 import yaml
 from pkletd.ipc import tlsnames
 from pkletd.ipc.apimodel import labels, quantity
+from pkletd.supervisor.pods import sysctls
 
 API_VERSION = "kubelet.config.k8s.io/v1beta1"
 KIND = "KubeletConfiguration"
@@ -132,6 +133,8 @@ class KubeletConfig:
     shutdown_grace_period: float
     shutdown_grace_period_critical_pods: float
     shutdown_grace_period_by_pod_priority: tuple[tuple[int, int], ...]  # priority, seconds
+    allowed_unsafe_sysctls: tuple[str, ...]  # names, or prefixes ending in "*"
+    seccomp_default: bool  # RuntimeDefault for containers that name no seccomp profile
     # kubelet flags with no file field
     kubeconfig: str
     node_ip: str
@@ -540,6 +543,16 @@ def _priority_periods(value: object) -> tuple[tuple[int, int], ...]:
     return tuple(found)
 
 
+def _sysctl_patterns(value: object) -> tuple[str, ...]:
+    """allowedUnsafeSysctls: sysctls, or prefixes ending in "*", that the kernel namespaces
+    (the kubelet refuses to start with any other); the flag's text is comma-separated."""
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        raise ValueError(f"must be a list of sysctl names or patterns, got {_show(value)}")
+    return tuple(sysctls.check_pattern(p) for p in value)
+
+
 # --- the field table ----------------------------------------------------------------
 
 
@@ -702,6 +715,13 @@ _FIELDS: tuple[_Field, ...] = (
            _shutdown_period, 0.0, None, ""),
     _Field("shutdownGracePeriodByPodPriority", "shutdown_grace_period_by_pod_priority",
            _priority_periods, (), None, ""),
+    _Field("allowedUnsafeSysctls", "allowed_unsafe_sysctls", _sysctl_patterns, (),
+           "--allowed-unsafe-sysctls",
+           "unsafe sysctls, or patterns ending in *, pods may set (comma-separated)",
+           metavar="SYSCTLS"),
+    _Field("seccompDefault", "seccomp_default", _bool, False, "--seccomp-default",
+           "run containers that name no seccomp profile with RuntimeDefault instead of "
+           "Unconfined", zero_means_default=False, metavar="BOOL"),
     _Field(None, "kubeconfig", _string, "", "--kubeconfig",
            "kubeconfig of the API server to join; empty: standalone (static pods only)"),
     _Field(None, "node_ip", _node_ips, "", "--node-ip",

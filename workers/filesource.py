@@ -10,9 +10,12 @@ every ``fileCheckFrequency`` anyway. Each read sends the whole set
 loses nothing. Each pod is given its kubelet-style identity (``manifests.py``,
 shared with the HTTP source): name ``<name>-<nodeName>``, namespace ``default`` if
 absent, ``spec.nodeName``, and, if the manifest has no UID, one derived from the
-pod, the node and the file path. A bad file, or a second file with a pod name
-already taken, is reported once per version with its path and reason
-(``ManifestRejected``), and the other pods go on.
+pod, the node and the file path. A bad file, a file whose pod is marked deleted
+(``metadata.deletionTimestamp``), or a second file with a pod name already taken, is
+reported once per version with its path and reason (``ManifestRejected``), and the
+other pods go on; once it reads well again, or is gone, that is said too
+(``ManifestAccepted``). A snapshot (the parent restarted, or lost messages) reports
+every rejection again.
 """
 
 from __future__ import annotations
@@ -31,9 +34,16 @@ from pkletd.ipc.apimodel.manifests import (
     file_origin,
     first_of_each_name,
     load_documents,
+    marked_deleted,
     static_pod,
 )
-from pkletd.ipc.bus.messages import ManifestRejected, Message, PodsListed, Snapshot
+from pkletd.ipc.bus.messages import (
+    ManifestAccepted,
+    ManifestRejected,
+    Message,
+    PodsListed,
+    Snapshot,
+)
 from pkletd.ipc.bus.sender import Sender
 from pkletd.ipc.bus.sockets import WorkerBus
 from pkletd.workers.lifecycle import WorkerSettings, serve
@@ -68,7 +78,11 @@ def read_manifest(path: Path, node_name: str) -> dict[str, Any]:
     documents = load_documents(text)
     if len(documents) != 1:
         raise ManifestError(f"want exactly one Pod per file, found {len(documents)} documents")
-    return static_pod(documents[0], SOURCE, file_origin(path, node_name), node_name)
+    pod = static_pod(documents[0], SOURCE, file_origin(path, node_name), node_name)
+    deleted = marked_deleted(pod)
+    if deleted is not None:
+        raise ManifestError(deleted)
+    return pod
 
 
 def manifest_paths(root: Path) -> list[Path]:
@@ -128,6 +142,7 @@ class FileSource:
 
     def on_snapshot(self, snapshot: Snapshot) -> None:
         self._sent = None  # the parent may have lost our last set: send it again
+        self._reported = {}  # ... and what we rejected
         self._next_read = 0.0
 
     def on_broadcast(self, message: Message) -> None:
@@ -157,18 +172,20 @@ class FileSource:
 
     def _read_all(self) -> None:
         found = []
+        failed: set[Path] = set()
         for path in manifest_paths(self._root):
             try:
                 found.append((str(path), read_manifest(path, self._node)))
             except ManifestError as exc:
                 self._reject(path, str(exc))
+                failed.add(path)
         pods, dropped = first_of_each_name(found)
         for where, reason in dropped:
             self._reject(Path(where), reason)
-        duplicates = {where for where, _ in dropped}
-        for where, _ in found:
-            if where not in duplicates:
-                self._reported.pop(Path(where), None)
+        rejected = {Path(where) for where, _ in dropped} | failed
+        for path in list(self._reported):
+            if path not in rejected:
+                self._accept(path)
         if pods != self._sent:
             self._bus.send(PodsListed(SOURCE, pods))
             self._sent = pods
@@ -180,6 +197,12 @@ class FileSource:
         self._reported[path] = reason
         log.error("manifest rejected path=%s reason=%s", path, reason)
         self._bus.send(ManifestRejected(SOURCE, str(path), reason))
+
+    def _accept(self, path: Path) -> None:
+        """A manifest rejected before reads well again, or is gone."""
+        del self._reported[path]
+        log.info("manifest accepted path=%s", path)
+        self._bus.send(ManifestAccepted(SOURCE, str(path)))
 
 
 def main(settings: WorkerSettings, root: Path, node_name: str, period: float) -> int:

@@ -10,11 +10,13 @@ follows the kubelet's ``pkg/kubelet/config/http.go``:
   identity (``manifests.py``; the generated UID comes from the pod and
   ``url:<url>``; source ``http``), and the whole set is sent (``PodsListed``);
 - a body identical to the last one is not parsed again;
+- a pod marked deleted (``metadata.deletionTimestamp``) is left out and reported,
+  as a duplicate name is, and the other pods go on;
 - a failed fetch (connection error, timeout, a status other than 200) or a body
   that is not a valid Pod or PodList (one invalid pod rejects the whole list)
   keeps the last good set: the reason is logged and sent once
   (``ManifestRejected`` naming the URL) until it changes or the URL answers well
-  again;
+  again, which is said too (``ManifestAccepted``);
 - an empty 200 body is an error too, but the kubelet still sends an empty set for
   it (so the source counts as seen): pods from the URL are removed.
 
@@ -40,10 +42,17 @@ from pkletd.ipc.apimodel.manifests import (
     ManifestError,
     first_of_each_name,
     load_documents,
+    marked_deleted,
     static_pod,
     url_origin,
 )
-from pkletd.ipc.bus.messages import ManifestRejected, Message, PodsListed, Snapshot
+from pkletd.ipc.bus.messages import (
+    ManifestAccepted,
+    ManifestRejected,
+    Message,
+    PodsListed,
+    Snapshot,
+)
 from pkletd.ipc.bus.sender import Sender
 from pkletd.ipc.bus.sockets import WorkerBus
 from pkletd.ipc.wakeup import Inbox
@@ -116,7 +125,8 @@ def fetch(url: str, headers: Headers, timeout: float = TIMEOUT_S) -> bytes:
 def pods_from_body(
     body: bytes, url: str, node_name: str
 ) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
-    """The pods in a body (a Pod or a PodList), with identity; and the duplicates dropped.
+    """The pods in a body (a Pod or a PodList), with identity; and those dropped (a
+    duplicate name, marked deleted) with why.
 
     ManifestError if the body as a whole cannot be used (the kubelet keeps its last
     set then).
@@ -145,10 +155,13 @@ def pods_from_body(
                 pods.append(static_pod(item, SOURCE, origin, node_name))
             except ManifestError as exc:
                 raise ManifestError(f"items[{i}]: {exc}") from None
-        return first_of_each_name((url, pod) for pod in pods)
-    if kind not in (None, "Pod"):
+    elif kind in (None, "Pod"):
+        pods = [static_pod(document, SOURCE, origin, node_name)]
+    else:
         raise ManifestError(f"not a Pod or a PodList: kind {kind!r}")
-    return [static_pod(document, SOURCE, origin, node_name)], []
+    deleted = [(url, why) for why in map(marked_deleted, pods) if why is not None]
+    kept, duplicates = first_of_each_name((url, p) for p in pods if not marked_deleted(p))
+    return kept, deleted + duplicates
 
 
 Fetcher = Callable[[str, Headers], bytes]
@@ -185,6 +198,7 @@ class HttpSource:
     def on_snapshot(self, snapshot: Snapshot) -> None:
         self._sent = None  # the parent may have lost our last set: send it again
         self._last_body = None
+        self._reported = ""  # ... and what we rejected
         self._next_fetch = 0.0
 
     def on_broadcast(self, message: Message) -> None:
@@ -274,6 +288,7 @@ class HttpSource:
         if self._reported:
             log.info("read pods from URL again url=%s", self._url)
             self._reported = ""
+            self._bus.send(ManifestAccepted(SOURCE, self._url))
 
 
 def main(

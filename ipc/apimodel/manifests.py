@@ -15,7 +15,10 @@ duplicate check of ``config.go`` (``filterInvalidPods``), for pkletd:
   annotations ``kubernetes.io/config.hash`` (the UID) and
   ``kubernetes.io/config.source`` (``file`` or ``http``);
 - within one source's set, a second pod with the same namespace/name is dropped
-  (the first one wins) and reported.
+  (the first one wins) and reported;
+- a pod marked deleted (``metadata.deletionTimestamp``) is not run: the kubelet stops
+  such a pod at once and says nothing; pkletd's sources drop it and report which
+  manifest and why (``marked_deleted``), so a pod that ran under it is stopped at once.
 
 Everything here is pure: no I/O, so both workers and the tests call it directly.
 """
@@ -104,6 +107,16 @@ def apply_identity(pod: dict[str, Any], source: str, origin: str, node_name: str
     pod.setdefault("apiVersion", "v1")
     pod.setdefault("kind", "Pod")
     return pod
+
+
+def marked_deleted(pod: dict[str, Any]) -> str | None:
+    """Why a static pod is not run if its manifest marks it deleted, else None."""
+    if pod["metadata"].get("deletionTimestamp") is None:
+        return None
+    return (
+        f"pod {full_name(pod)}: metadata.deletionTimestamp is set: a static pod marked "
+        "deleted is not run (remove the manifest to delete the pod)"
+    )
 
 
 def full_name(pod: dict[str, Any]) -> str:

@@ -4,12 +4,15 @@
 field path (``spec.containers[1].image: required value``), as the API server's
 validation would. Fields pkletd does not act on yet are carried in ``raw`` and
 ignored. Pods travel over the bus as their ``raw`` dicts, and the receiver
-parses them again: a bus peer is not trusted either.
+parses them again: a bus peer is not trusted either. ``refused_pod`` keeps what can
+be read of a pod that failed (its identity and the reason), so admission can refuse
+it where its status shows why.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import json
 import re
 import zlib
@@ -20,6 +23,7 @@ from typing import Any, NewType, TypeVar
 from pkletd.ipc.apimodel import (
     envspec,
     ephemeralspec,
+    namespacespec,
     priority,
     readiness,
     resourcespec,
@@ -29,6 +33,7 @@ from pkletd.ipc.apimodel import (
 )
 from pkletd.ipc.apimodel.envspec import EnvFrom, EnvVar
 from pkletd.ipc.apimodel.fieldcheck import InvalidField
+from pkletd.ipc.apimodel.namespacespec import Namespaces
 from pkletd.ipc.apimodel.probespec import InvalidProbe, Probe, ProbeType, parse_hooks, parse_probes
 from pkletd.ipc.apimodel.resourcespec import Resources
 from pkletd.ipc.apimodel.securityspec import ContainerSecurity, PodSecurity
@@ -36,6 +41,8 @@ from pkletd.ipc.apimodel.volumespec import Volume, VolumeMount
 
 _T = TypeVar("_T")
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
+TERMINATION_MESSAGE_POLICIES = ("File", "FallbackToLogsOnError")
+DEFAULT_TERMINATION_MESSAGE_PATH = "/dev/termination-log"  # the API's default
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 DEFAULT_GRACE_S = 30
 
@@ -56,6 +63,7 @@ class Port:
     host_port: int
     protocol: str
     name: str = ""
+    host_ip: str = ""  # the address a hostPort binds ("": every address)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +89,8 @@ class Container:
     stdin_once: bool = False  # ... until the first attach closes it
     tty: bool = False
     target_container_name: str = ""  # an ephemeral container's: whose namespaces it joins
+    termination_message_path: str = DEFAULT_TERMINATION_MESSAGE_PATH  # "": none
+    termination_message_policy: str = "File"  # or FallbackToLogsOnError
 
     @property
     def sidecar(self) -> bool:
@@ -119,6 +129,8 @@ class Pod:
     readiness_gates: tuple[str, ...] = ()  # condition types that must be True for Ready
     runtime_class: str = ""  # ``runtimeClassName``; "" for the runtime's default handler
     overhead: resourcespec.Amounts = ()  # ``spec.overhead``, as RuntimeClass admission set it
+    namespaces: Namespaces = namespacespec.DEFAULT  # hostPID, hostIPC, ... (``namespacespec``)
+    invalid: str = ""  # why it cannot be run (``refused_pod``): no container was read
 
     @property
     def full_name(self) -> str:
@@ -151,12 +163,14 @@ def parse_pod(raw: Any) -> Pod:
     ephemeral = _ephemeral_containers(
         spec.get("ephemeralContainers") or [], init_containers + containers
     )
+    annotations = _string_map(meta.get("annotations", {}), "metadata.annotations")
+    _field(securityspec.check_apparmor_annotations, annotations)
     return Pod(
         uid=PodUID(_string(meta.get("uid", ""), "metadata.uid")),
         name=name,
         namespace=namespace,
         labels=_string_map(meta.get("labels", {}), "metadata.labels"),
-        annotations=_string_map(meta.get("annotations", {}), "metadata.annotations"),
+        annotations=annotations,
         containers=containers,
         restart_policy=_choice(
             spec.get("restartPolicy", "Always"), "spec.restartPolicy", RESTART_POLICIES
@@ -173,7 +187,36 @@ def parse_pod(raw: Any) -> Pod:
         readiness_gates=_field(readiness.parse_gates, spec),
         runtime_class=_field(runtimeclass.parse_name, spec),
         overhead=_field(runtimeclass.parse_overhead, spec),
+        namespaces=_field(namespacespec.parse_namespaces, spec),
         **_volumes_and_security(spec, init_containers + containers + ephemeral),
+    )
+
+
+def refused_pod(raw: Any, error: InvalidPod) -> Pod | None:
+    """A pod ``parse_pod`` refused, as far as its identity goes: no containers, the
+    reason in ``invalid``; None if even its metadata cannot be read."""
+    try:
+        meta = _mapping(_mapping(raw, "").get("metadata"), "metadata")
+        uid = _string(meta.get("uid", ""), "metadata.uid")
+        name = _name(meta.get("name"), "metadata.name", _DNS_SUBDOMAIN, 253)
+        namespace = _name(meta.get("namespace", "default"), "metadata.namespace", _DNS_LABEL, 63)
+    except InvalidPod:
+        return None
+    if not uid:
+        return None
+    return Pod(
+        uid=PodUID(uid),
+        name=name,
+        namespace=namespace,
+        labels={},
+        annotations={},
+        containers=(),
+        restart_policy="Never",
+        host_network=False,
+        grace_period_s=0,
+        raw=raw,
+        deleted=meta.get("deletionTimestamp") is not None,
+        invalid=str(error),
     )
 
 
@@ -308,6 +351,15 @@ def _container(value: Any, path: str, init: bool = False) -> Container:
         tty=_bool(c.get("tty", False), f"{path}.tty"),
         post_start=post_start,
         pre_stop=pre_stop,
+        termination_message_path=_string(
+            c.get("terminationMessagePath", DEFAULT_TERMINATION_MESSAGE_PATH),
+            f"{path}.terminationMessagePath",
+        ),
+        termination_message_policy=_choice(
+            c.get("terminationMessagePolicy", "File"),
+            f"{path}.terminationMessagePolicy",
+            TERMINATION_MESSAGE_POLICIES,
+        ),
     )
 
 
@@ -366,9 +418,20 @@ def _ports(value: Any, path: str) -> tuple[Port, ...]:
                     entry.get("protocol", "TCP"), f"{path}[{i}].protocol", ("TCP", "UDP", "SCTP")
                 ),
                 name=_string(entry.get("name", ""), f"{path}[{i}].name"),
+                host_ip=_host_ip(entry.get("hostIP", ""), f"{path}[{i}].hostIP"),
             )
         )
     return tuple(ports)
+
+
+def _host_ip(value: Any, path: str) -> str:
+    text = _string(value, path)
+    try:
+        if text:
+            ipaddress.ip_address(text)
+    except ValueError:
+        raise InvalidPod(f"{path}: invalid value {text!r}: must be a valid IP address") from None
+    return text
 
 
 def _grace(value: Any, path: str = "spec.terminationGracePeriodSeconds") -> int:

@@ -14,6 +14,14 @@ from pkletd.ipc.apimodel import fieldcheck as f
 from pkletd.ipc.apimodel.fieldcheck import MAX_ID, InvalidField
 
 SECCOMP_TYPES = ("RuntimeDefault", "Unconfined", "Localhost")
+APPARMOR_TYPES = SECCOMP_TYPES
+SUPPLEMENTAL_GROUPS_POLICIES = ("Merge", "Strict")
+MAX_APPARMOR_PROFILE = 4095  # PATH_MAX - 1
+# The AppArmor annotations before the fields (GA in 1.30): <prefix><container> -> a profile.
+APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
+APPARMOR_RUNTIME_DEFAULT = "runtime/default"
+APPARMOR_UNCONFINED = "unconfined"
+APPARMOR_LOCALHOST = "localhost/"
 PROC_MOUNTS = ("Default", "Unmasked")
 FS_GROUP_POLICIES = ("OnRootMismatch", "Always")
 _SYSCTL = re.compile(r"^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$")
@@ -26,6 +34,20 @@ class Seccomp:
 
 
 @dataclass(frozen=True, slots=True)
+class AppArmor:
+    type: str  # one of APPARMOR_TYPES
+    localhost_profile: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SELinux:
+    user: str = ""
+    role: str = ""
+    type: str = ""
+    level: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class PodSecurity:
     run_as_user: int | None = None
     run_as_group: int | None = None
@@ -35,6 +57,9 @@ class PodSecurity:
     supplemental_groups: tuple[int, ...] = ()
     seccomp: Seccomp | None = None
     sysctls: tuple[tuple[str, str], ...] = ()
+    apparmor: AppArmor | None = None
+    selinux: SELinux | None = None
+    supplemental_groups_policy: str = "Merge"
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +74,8 @@ class ContainerSecurity:
     drop_capabilities: tuple[str, ...] = ()
     seccomp: Seccomp | None = None
     proc_mount: str | None = None
+    apparmor: AppArmor | None = None
+    selinux: SELinux | None = None
 
 
 def _id(value: Any, path: str) -> int | None:
@@ -75,6 +102,67 @@ def _seccomp(value: Any, path: str) -> Seccomp | None:
     return Seccomp(kind, profile)
 
 
+def _apparmor(value: Any, path: str) -> AppArmor | None:
+    """``appArmorProfile``, checked as the API's ValidateAppArmorProfileField."""
+    entry = f.optional_mapping(value, path)
+    if entry is None:
+        return None
+    kind = f.choice(entry.get("type"), f"{path}.type", APPARMOR_TYPES)
+    if not kind:
+        raise InvalidField(f"{path}.type: required value")
+    profile = entry.get("localhostProfile")
+    if kind != "Localhost":
+        if profile is not None:
+            raise InvalidField(
+                f"{path}.localhostProfile: invalid value: can only be set when AppArmor type "
+                "is Localhost"
+            )
+        return AppArmor(kind)
+    name = f.string(profile, f"{path}.localhostProfile")
+    if name != name.strip():
+        raise InvalidField(
+            f"{path}.localhostProfile: invalid value: must not be padded with whitespace"
+        )
+    if not name:
+        raise InvalidField(
+            f"{path}.localhostProfile: required value: must be set when AppArmor type is Localhost"
+        )
+    if len(name) > MAX_APPARMOR_PROFILE:
+        raise InvalidField(
+            f"{path}.localhostProfile: too long: may not be more than {MAX_APPARMOR_PROFILE} bytes"
+        )
+    return AppArmor(kind, name)
+
+
+def _selinux(value: Any, path: str) -> SELinux | None:
+    entry = f.optional_mapping(value, path)
+    if entry is None:
+        return None
+    parts = {k: f.string(entry.get(k), f"{path}.{k}") for k in ("user", "role", "type", "level")}
+    return SELinux(**parts)
+
+
+def apparmor_annotation(value: str) -> AppArmor | None:
+    """The profile an AppArmor annotation's value names; None if it names none."""
+    if value == APPARMOR_RUNTIME_DEFAULT:
+        return AppArmor("RuntimeDefault")
+    if value == APPARMOR_UNCONFINED:
+        return AppArmor("Unconfined")
+    if value.startswith(APPARMOR_LOCALHOST):
+        return AppArmor("Localhost", value.removeprefix(APPARMOR_LOCALHOST))
+    return None
+
+
+def check_apparmor_annotations(annotations: dict[str, str]) -> None:
+    """Every AppArmor annotation names a profile (the API's ValidateAppArmorProfileFormat)."""
+    for key, value in annotations.items():
+        if key.startswith(APPARMOR_ANNOTATION) and apparmor_annotation(value) is None:
+            raise InvalidField(
+                f"metadata.annotations[{key}]: invalid value {value!r}: "
+                f'invalid AppArmor profile name: "{value}"'
+            )
+
+
 def parse_pod_security(spec: dict[str, Any], path: str = "spec.securityContext") -> PodSecurity:
     entry = f.optional_mapping(spec.get("securityContext"), path) or {}
     groups = tuple(
@@ -97,6 +185,14 @@ def parse_pod_security(spec: dict[str, Any], path: str = "spec.securityContext")
         supplemental_groups=groups,
         seccomp=_seccomp(entry.get("seccompProfile"), f"{path}.seccompProfile"),
         sysctls=_sysctls(entry.get("sysctls"), f"{path}.sysctls"),
+        apparmor=_apparmor(entry.get("appArmorProfile"), f"{path}.appArmorProfile"),
+        selinux=_selinux(entry.get("seLinuxOptions"), f"{path}.seLinuxOptions"),
+        supplemental_groups_policy=f.choice(
+            entry.get("supplementalGroupsPolicy"),
+            f"{path}.supplementalGroupsPolicy",
+            SUPPLEMENTAL_GROUPS_POLICIES,
+            "Merge",
+        ),
     )
 
 
@@ -137,6 +233,8 @@ def parse_container_security(container: dict[str, Any], path: str) -> ContainerS
         drop_capabilities=f.strings(caps.get("drop"), f"{where}.capabilities.drop"),
         seccomp=_seccomp(entry.get("seccompProfile"), f"{where}.seccompProfile"),
         proc_mount=f.choice(entry.get("procMount"), f"{where}.procMount", PROC_MOUNTS) or None,
+        apparmor=_apparmor(entry.get("appArmorProfile"), f"{where}.appArmorProfile"),
+        selinux=_selinux(entry.get("seLinuxOptions"), f"{where}.seLinuxOptions"),
     )
     if security.allow_privilege_escalation is False:
         if security.privileged:

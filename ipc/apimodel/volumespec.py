@@ -31,6 +31,7 @@ HOST_PATH_TYPES = (
     "BlockDevice",
 )
 PROPAGATIONS = ("None", "HostToContainer", "Bidirectional")
+RECURSIVE_READ_ONLY = ("Disabled", "IfPossible", "Enabled")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DEFAULT_MODE = 0o644
 MIN_TOKEN_SECONDS = 600  # the API's bounds on a projected token's expirationSeconds
@@ -89,6 +90,7 @@ class VolumeMount:
     sub_path_expr: str = ""
     read_only: bool = False
     propagation: str = "None"
+    recursive_read_only: str = "Disabled"  # one of RECURSIVE_READ_ONLY
 
 
 def parse_volumes(spec: dict[str, Any], path: str = "spec.volumes") -> tuple[Volume, ...]:
@@ -318,19 +320,40 @@ def parse_mounts(container: dict[str, Any], path: str) -> tuple[VolumeMount, ...
             )
         if expr:
             f.relative_path(expr, f"{where}.subPathExpr")
-        mounts.append(
-            VolumeMount(
-                f.string(entry.get("name"), f"{where}.name", required=True),
-                mount_path,
-                sub_path,
-                expr,
-                bool(f.boolean(entry.get("readOnly"), f"{where}.readOnly")),
-                f.choice(
-                    entry.get("mountPropagation"), f"{where}.mountPropagation", PROPAGATIONS, "None"
-                ),
-            )
+        mount = VolumeMount(
+            f.string(entry.get("name"), f"{where}.name", required=True),
+            mount_path,
+            sub_path,
+            expr,
+            bool(f.boolean(entry.get("readOnly"), f"{where}.readOnly")),
+            f.choice(
+                entry.get("mountPropagation"), f"{where}.mountPropagation", PROPAGATIONS, "None"
+            ),
+            f.choice(
+                entry.get("recursiveReadOnly"),
+                f"{where}.recursiveReadOnly",
+                RECURSIVE_READ_ONLY,
+                "Disabled",
+            ),
         )
+        mounts.append(_check_recursive(mount, where))
     return tuple(mounts)
+
+
+def _check_recursive(mount: VolumeMount, where: str) -> VolumeMount:
+    """``recursiveReadOnly`` other than Disabled needs a read-only mount without propagation."""
+    if mount.recursive_read_only == "Disabled":
+        return mount
+    if not mount.read_only:
+        raise InvalidField(
+            f"{where}.recursiveReadOnly: forbidden: may only be specified when readOnly is true"
+        )
+    if mount.propagation != "None":
+        raise InvalidField(
+            f"{where}.recursiveReadOnly: forbidden: may only be specified when "
+            "mountPropagation is None or not specified"
+        )
+    return mount
 
 
 def check_mounts(

@@ -112,6 +112,15 @@ class ManifestRejected:
 
 
 @dataclass(frozen=True, slots=True)
+class ManifestAccepted:
+    """A manifest the source had rejected is read well again, or is gone."""
+
+    kind = "ManifestAccepted"
+    source: str
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
 class PodLifecycleEvent:
     """PLEG saw a container or sandbox change state without the parent's action.
 
@@ -629,6 +638,7 @@ Message = (
     | Heartbeat
     | PodsListed
     | ManifestRejected
+    | ManifestAccepted
     | PodLifecycleEvent
     | RelistCompleted
     | PlegModeChanged
@@ -668,6 +678,7 @@ MESSAGES: dict[str, type[Message]] = {
         Heartbeat,
         PodsListed,
         ManifestRejected,
+        ManifestAccepted,
         PodLifecycleEvent,
         RelistCompleted,
         PlegModeChanged,

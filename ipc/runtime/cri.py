@@ -43,6 +43,15 @@ class SandboxState(enum.Enum):
     NOTREADY = "notready"
 
 
+class NamespaceMode(enum.Enum):
+    """CRI ``NamespaceMode``: whose namespace a container joins."""
+
+    POD = "POD"  # the pod's (its sandbox's)
+    CONTAINER = "CONTAINER"  # its own
+    NODE = "NODE"  # the host's
+    TARGET = "TARGET"  # another container's (``NamespaceSpec.target_id``), PID only
+
+
 _CONTAINER_STATES = {
     pb.CONTAINER_CREATED: ContainerState.CREATED,
     pb.CONTAINER_RUNNING: ContainerState.RUNNING,
@@ -112,6 +121,30 @@ class SeccompSpec:
     localhost_ref: str = ""
 
 
+ProfileSpec = SeccompSpec  # a CRI SecurityProfile: AppArmor's has the same three types
+
+
+@dataclass(frozen=True, slots=True)
+class SELinuxSpec:
+    """CRI ``SELinuxOption``: the label's parts; the runtime fills in what is empty."""
+
+    user: str = ""
+    role: str = ""
+    type: str = ""
+    level: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceSpec:
+    """CRI ``NamespaceOption``: the namespaces the sandbox, or one container, lives in.
+    The defaults are a plain pod's (``kuberuntime/util.NamespacesForPod``)."""
+
+    network: NamespaceMode = NamespaceMode.POD
+    pid: NamespaceMode = NamespaceMode.CONTAINER
+    ipc: NamespaceMode = NamespaceMode.POD
+    target_id: str = ""  # pid TARGET: the container whose PID namespace it joins
+
+
 @dataclass(frozen=True, slots=True)
 class SandboxSecuritySpec:
     run_as_user: int | None = None
@@ -119,6 +152,7 @@ class SandboxSecuritySpec:
     supplemental_groups: tuple[int, ...] = ()
     privileged: bool = False
     seccomp: SeccompSpec | None = None
+    selinux: SELinuxSpec | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +169,8 @@ class ContainerSecuritySpec:
     seccomp: SeccompSpec | None = None
     masked_paths: tuple[str, ...] = ()
     readonly_paths: tuple[str, ...] = ()
+    apparmor: ProfileSpec | None = None
+    selinux: SELinuxSpec | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +191,7 @@ class SandboxSpec:
     runtime_handler: str = ""  # RunPodSandbox's: the pod's RuntimeClass handler ("" default)
     overhead: ContainerResources | None = None  # the pod's overhead (requests = limits)
     resources: ContainerResources | None = None  # the pod's containers' totals, no overhead
+    namespaces: NamespaceSpec | None = None  # None: the defaults, network by host_network
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +224,7 @@ class ContainerSpec:
     stdin: bool = False
     stdin_once: bool = False
     tty: bool = False
-    target_id: str = ""  # an ephemeral container's target: the container whose PIDs it sees
+    namespaces: NamespaceSpec | None = None  # None: its sandbox's
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +262,8 @@ class ContainerInfo:
     exit_code: int = 0
     reason: str = ""
     message: str = ""
+    mounts: tuple[tuple[str, str], ...] = ()  # (container path, host path)
+    log_path: str = ""  # the full path of its log file
 
     @property
     def pod_uid(self) -> PodUID:
@@ -432,6 +471,8 @@ class CriRuntime:
             exit_code=s.exit_code,
             reason=s.reason,
             message=s.message,
+            mounts=tuple((m.container_path, m.host_path) for m in s.mounts),
+            log_path=s.log_path,
         )
 
     def container_state(self, container_id: ContainerID) -> ContainerState:
@@ -562,7 +603,7 @@ class CriRuntime:
     ) -> ContainerID:
         request = pb.CreateContainerRequest(
             pod_sandbox_id=sandbox_id,
-            config=_container_config(spec, sandbox.host_network),
+            config=_container_config(spec, sandbox_namespaces(sandbox)),
             sandbox_config=_sandbox_config(sandbox),
         )
         target = f"{_pod_target(sandbox)} container={spec.name}"
@@ -664,8 +705,16 @@ def _container_info(c: Any, sandbox_id: str) -> ContainerInfo:
     )
 
 
+def sandbox_namespaces(spec: SandboxSpec) -> NamespaceSpec:
+    """The sandbox's namespaces: its own, else the defaults with the network by
+    ``host_network``."""
+    if spec.namespaces is not None:
+        return spec.namespaces
+    network = NamespaceMode.NODE if spec.host_network else NamespaceMode.POD
+    return NamespaceSpec(network=network)
+
+
 def _sandbox_config(spec: SandboxSpec) -> Any:
-    network = pb.NODE if spec.host_network else pb.POD
     return pb.PodSandboxConfig(
         metadata=pb.PodSandboxMetadata(
             name=spec.name, namespace=spec.namespace, uid=spec.uid, attempt=spec.attempt
@@ -684,7 +733,7 @@ def _sandbox_config(spec: SandboxSpec) -> Any:
             for p in spec.ports
         ],
         linux=pb.LinuxPodSandboxConfig(
-            security_context=_sandbox_security(spec.security, network),
+            security_context=_sandbox_security(spec.security, sandbox_namespaces(spec)),
             sysctls=dict(spec.sysctls),
             cgroup_parent=spec.cgroup_parent,
             overhead=_optional_resources(spec.overhead),
@@ -693,10 +742,17 @@ def _sandbox_config(spec: SandboxSpec) -> Any:
     )
 
 
-def _sandbox_security(sc: SandboxSecuritySpec | None, network: Any) -> Any:
-    out = pb.LinuxSandboxSecurityContext(
-        namespace_options=pb.NamespaceOption(network=network, pid=pb.CONTAINER, ipc=pb.POD)
+def _namespace_option(ns: NamespaceSpec) -> Any:
+    return pb.NamespaceOption(
+        network=pb.NamespaceMode.Value(ns.network.value),
+        pid=pb.NamespaceMode.Value(ns.pid.value),
+        ipc=pb.NamespaceMode.Value(ns.ipc.value),
+        target_id=ns.target_id,
     )
+
+
+def _sandbox_security(sc: SandboxSecuritySpec | None, namespaces: NamespaceSpec) -> Any:
+    out = pb.LinuxSandboxSecurityContext(namespace_options=_namespace_option(namespaces))
     if sc is None:
         return out
     if sc.run_as_user is not None:
@@ -707,12 +763,27 @@ def _sandbox_security(sc: SandboxSecuritySpec | None, network: Any) -> Any:
     out.privileged = sc.privileged
     if sc.seccomp is not None:
         out.seccomp.CopyFrom(_seccomp(sc.seccomp))
+    if sc.selinux is not None:
+        out.selinux_options.CopyFrom(_selinux(sc.selinux))
     return out
 
 
 def _seccomp(profile: SeccompSpec) -> Any:
     kind = pb.SecurityProfile.ProfileType.Value(profile.type)
     return pb.SecurityProfile(profile_type=kind, localhost_ref=profile.localhost_ref)
+
+
+def _selinux(label: SELinuxSpec) -> Any:
+    return pb.SELinuxOption(user=label.user, role=label.role, type=label.type, level=label.level)
+
+
+# AppArmor as the deprecated ``apparmor_profile`` string, which containerd 1.6 reads
+# (the kubelet sends both forms).
+_APPARMOR_NAMES = {"RuntimeDefault": "runtime/default", "Unconfined": "unconfined"}
+
+
+def _apparmor_name(profile: ProfileSpec) -> str:
+    return _APPARMOR_NAMES.get(profile.type) or f"localhost/{profile.localhost_ref}"
 
 
 _PROPAGATION = {
@@ -722,12 +793,9 @@ _PROPAGATION = {
 }
 
 
-def _container_linux(sc: ContainerSecuritySpec | None, host_network: bool) -> Any:
+def _container_linux(sc: ContainerSecuritySpec | None, namespaces: NamespaceSpec) -> Any:
     """The kubelet always sends the namespaces; the rest when the pod has a security context."""
-    network = pb.NODE if host_network else pb.POD
-    out = pb.LinuxContainerSecurityContext(
-        namespace_options=pb.NamespaceOption(network=network, pid=pb.CONTAINER, ipc=pb.POD)
-    )
+    out = pb.LinuxContainerSecurityContext(namespace_options=_namespace_option(namespaces))
     if sc is not None:
         if sc.run_as_user is not None:
             out.run_as_user.value = sc.run_as_user
@@ -740,11 +808,21 @@ def _container_linux(sc: ContainerSecuritySpec | None, host_network: bool) -> An
         out.capabilities.add_capabilities.extend(sc.add_capabilities)
         out.capabilities.drop_capabilities.extend(sc.drop_capabilities)
         out.no_new_privs = sc.no_new_privs
-        if sc.seccomp is not None:
-            out.seccomp.CopyFrom(_seccomp(sc.seccomp))
         out.masked_paths.extend(sc.masked_paths)
         out.readonly_paths.extend(sc.readonly_paths)
+        _container_profiles(out, sc)
     return pb.LinuxContainerConfig(security_context=out)
+
+
+def _container_profiles(out: Any, sc: ContainerSecuritySpec) -> None:
+    """Seccomp, AppArmor and the SELinux label of a container's security context."""
+    if sc.seccomp is not None:
+        out.seccomp.CopyFrom(_seccomp(sc.seccomp))
+    if sc.apparmor is not None:
+        out.apparmor.CopyFrom(_seccomp(sc.apparmor))
+        out.apparmor_profile = _apparmor_name(sc.apparmor)
+    if sc.selinux is not None:
+        out.selinux_options.CopyFrom(_selinux(sc.selinux))
 
 
 def _container_resources(r: ContainerResources) -> Any:
@@ -762,7 +840,8 @@ def _optional_resources(r: ContainerResources | None) -> Any:
     return _container_resources(r) if r is not None else None
 
 
-def _container_config(spec: ContainerSpec, host_network: bool = False) -> Any:
+def _container_config(spec: ContainerSpec, sandbox: NamespaceSpec = NamespaceSpec()) -> Any:
+    """``sandbox``: the sandbox's namespaces, the container's unless it has its own."""
     config = pb.ContainerConfig(
         metadata=pb.ContainerMetadata(name=spec.name, attempt=spec.attempt),
         image=pb.ImageSpec(image=spec.image),
@@ -782,21 +861,11 @@ def _container_config(spec: ContainerSpec, host_network: bool = False) -> Any:
             )
             for m in spec.mounts
         ],
-        linux=_container_linux(spec.security, host_network),
+        linux=_container_linux(spec.security, spec.namespaces or sandbox),
         stdin=spec.stdin,
         stdin_once=spec.stdin_once,
         tty=spec.tty,
     )
     if spec.resources is not None:
         config.linux.resources.CopyFrom(_container_resources(spec.resources))
-    _target_pid(config.linux.security_context.namespace_options, spec.target_id)
     return config
-
-
-def _target_pid(options: Any, target_id: str) -> None:
-    """An ephemeral container with a target joins its PID namespace (``TARGET``), but only
-    where the pod gives each container its own (``CONTAINER``): with hostPID or
-    shareProcessNamespace the pod's mode wins, as the kubelet decides."""
-    if target_id and options.pid == pb.CONTAINER:
-        options.pid = pb.TARGET
-        options.target_id = target_id

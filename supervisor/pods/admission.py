@@ -2,17 +2,22 @@
 
 Checks, in the kubelet's order, and the first failure is the reason:
 
+-. pkletd's own, before any: a pod that ``parse_pod`` refused (an unknown value, a
+   value of the wrong type; ``podspec.refused_pod``) is refused with ``InvalidPodSpec``
+   and the field's path and the reason as the message;
 -. the eviction manager's admit handler, first in the kubelet's chain: under a pressure
    condition (``Admitter.pressure``, from the eviction worker) a critical pod is
    admitted, and under memory pressure alone a pod that is not BestEffort or tolerates
    the ``node.kubernetes.io/memory-pressure:NoSchedule`` taint; any other is refused
    (``Evicted``, ``The node had condition: [MemoryPressure]. ``);
 0. the sysctl allowlist, the kubelet's own admit handler that runs before the
-   predicates (``SysctlForbidden``, ``securitycontext.forbidden_sysctl``);
+   predicates (``SysctlForbidden``, ``sysctls``: the safe ones and
+   ``allowedUnsafeSysctls``, none of the host's network or IPC namespace it shares);
 0. on a standalone node (no API server), a pod with a ``runtimeClassName``: there is no
    RuntimeClass to resolve it by (``RuntimeClassUnavailable``; the kubelet would run it
    with the runtime's default handler, as if the field were not there);
-1. ``kubernetes.io/os`` node selector and ``spec.os.name`` against linux
+1. ``supplementalGroupsPolicy: Strict`` (``SupplementalGroupsPolicyNotSupported``,
+   ``features``); ``kubernetes.io/os`` node selector and ``spec.os.name`` against linux
    (``PodOSSelectorNodeLabelDoesNotMatch``, ``PodOSNotSupported``);
 2. resources (the scheduler's AdmissionCheck): pod count against ``maxPods``, then
    cpu, memory and ephemeral-storage requests against allocatable, counting the
@@ -21,7 +26,10 @@ Checks, in the kubelet's order, and the first failure is the reason:
    enough resource" message);
 3. node affinity and ``nodeSelector`` against the node's labels (``NodeAffinity``),
    ``spec.nodeName`` (``NodeName``), host ports already taken (``NodePorts``);
-4. last, as the kubelet's node shutdown manager is the last admit handler: while the
+4. AppArmor: a profile on a host without AppArmor (``AppArmor``, ``apparmor``);
+5. what pkletd cannot give (``features``): pod-level resources, ``hostUsers: false``,
+   ``resourceClaims`` (``PodLevelResourcesNotSupported``, ``PodFeatureUnsupported``);
+6. last, as the kubelet's node shutdown manager is the last admit handler: while the
    node shuts down, every pod (``Admitter.refusal``, ``NodeShutdown``).
 
 Static pods are exempt from the NoExecute taint check, and pkletd has no taints.
@@ -37,10 +45,11 @@ from typing import Any
 
 from pkletd.ipc.apimodel import quantity
 from pkletd.ipc.apimodel.podspec import Pod
+from pkletd.supervisor.pods import features, sysctls
 from pkletd.supervisor.pods.cgroups import qos
 from pkletd.supervisor.pods.events import Reason
 from pkletd.supervisor.pods.nodeinfo import NodeInfo
-from pkletd.supervisor.pods.setup import securitycontext
+from pkletd.supervisor.pods.setup import apparmor
 
 RESOURCES = ("cpu", "memory", "ephemeral-storage")
 MEMORY_PRESSURE = "MemoryPressure"
@@ -61,15 +70,24 @@ class Node:
     max_pods: int
     allocatable: dict[str, int]  # cpu in millicores, memory and ephemeral-storage in bytes
     labels: dict[str, str] = field(default_factory=dict)  # the Node's, as it registers
+    allowed_sysctls: sysctls.Allowlist = field(default_factory=sysctls.Allowlist)
+    apparmor: bool = False  # the host enforces AppArmor (``apparmor.host_enabled``)
 
     @classmethod
-    def of(cls, info: NodeInfo, max_pods: int, labels: dict[str, str]) -> Node:
+    def of(
+        cls,
+        info: NodeInfo,
+        max_pods: int,
+        labels: dict[str, str],
+        allowed: sysctls.Allowlist,
+        apparmor_enabled: bool,
+    ) -> Node:
         allocatable = {
             "cpu": quantity.milli(info.cpu),
             "memory": quantity.ceil_int(info.memory),
             "ephemeral-storage": quantity.ceil_int(info.ephemeral_storage),
         }
-        return cls(info.name, max_pods, allocatable, labels)
+        return cls(info.name, max_pods, allocatable, labels, allowed, apparmor_enabled)
 
 
 def requests(pod: Pod) -> dict[str, int]:
@@ -128,7 +146,8 @@ class Admitter:
 
     def admit(self, pod: Pod, active: Iterable[Pod]) -> Rejection | None:
         return (
-            under_pressure(pod, self.pressure)
+            _invalid(pod)
+            or under_pressure(pod, self.pressure)
             or (_runtime_class(pod) if self.standalone else None)
             or admit(pod, active, self.node, self.requests)
             or self.refusal
@@ -143,12 +162,16 @@ def admit(
 ) -> Rejection | None:
     others = [p for p in active if p.uid != pod.uid]
     return (
-        _sysctls(pod)
+        _invalid(pod)
+        or _sysctls(pod, node)
+        or _refused(features.supplemental_groups_policy(pod))
         or _os(pod)
         or _resources(pod, others, node, requests_of)
         or _affinity(pod, node)
         or _node_name(pod, node)
         or _ports(pod, others)
+        or _apparmor(pod, node)
+        or _refused(features.unsupported(pod))
     )
 
 
@@ -187,10 +210,23 @@ def _runtime_class(pod: Pod) -> Rejection | None:
     )
 
 
-def _sysctls(pod: Pod) -> Rejection | None:
+def _invalid(pod: Pod) -> Rejection | None:
+    return Rejection(Reason.INVALID_POD_SPEC, pod.invalid) if pod.invalid else None
+
+
+def _sysctls(pod: Pod, node: Node) -> Rejection | None:
     """The kubelet's sysctl allowlist: an admit handler that runs before the predicates."""
-    message = securitycontext.forbidden_sysctl(pod)
+    message = sysctls.forbidden(pod, node.allowed_sysctls)
     return Rejection(Reason.SYSCTL_FORBIDDEN, message) if message is not None else None
+
+
+def _apparmor(pod: Pod, node: Node) -> Rejection | None:
+    message = apparmor.refusal(pod, node.apparmor)
+    return Rejection(Reason.APPARMOR, message) if message is not None else None
+
+
+def _refused(found: features.Refusal | None) -> Rejection | None:
+    return Rejection(*found) if found is not None else None
 
 
 def _os(pod: Pod) -> Rejection | None:

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pkletd.ipc.apimodel.podspec import InvalidPod, Pod, PodUID, parse_pod
+from pkletd.ipc.apimodel.podspec import InvalidPod, Pod, PodUID, parse_pod, refused_pod
 from pkletd.ipc.bus.messages import SANDBOX_PREFIX, LifecycleEventType, PodLifecycleEvent
 from pkletd.ipc.runtime.cri import ContainerState
 from pkletd.supervisor.pods import podstatus
@@ -66,6 +66,7 @@ class Pods:
         self._probes = probes
         self._unseen_sources = set(expected_sources)
         self._owner_of: dict[str, PodUID] = {}  # runtime object id -> pod uid
+        self._invalid_said: dict[str, dict[str, str]] = {}  # source -> pod -> reason logged
 
     @property
     def sources_ready(self) -> bool:
@@ -101,17 +102,48 @@ class Pods:
             self.entries[pod.uid].lifecycle.become(PodStage.TERMINATING, why)
         return SourceChange(tuple(sync), tuple(gone))
 
-    @staticmethod
-    def _parse(source: str, raw_pods: list[dict[str, Any]]) -> dict[PodUID, Pod]:
+    def _parse(self, source: str, raw_pods: list[dict[str, Any]]) -> dict[PodUID, Pod]:
         found = {}
+        said = self._invalid_said.get(source, {})
+        self._invalid_said[source] = {}
         for raw in raw_pods:
             try:
-                pod = parse_pod(raw)
+                pod: Pod | None = parse_pod(raw)
             except InvalidPod as exc:
-                log.error("dropped invalid pod from source=%s reason=%s", source, exc)
-                continue
-            found[pod.uid] = pod
+                pod = self._invalid(source, raw, exc, said)
+            if pod is not None:
+                found[pod.uid] = pod
         return found
+
+    def _invalid(
+        self, source: str, raw: dict[str, Any], error: InvalidPod, said: dict[str, str]
+    ) -> Pod | None:
+        """A pod that cannot be run: a new one is kept for admission to refuse (its status
+        says why); an invalid change of a pod already known leaves the known one as it is.
+        Each is logged once per reason (``said``: what the source's last set logged)."""
+        refused = refused_pod(raw, error)
+        key = refused.uid if refused is not None else str(error)
+        self._invalid_said[source][key] = str(error)
+        quiet = said.get(key) == str(error)
+        if refused is None:
+            if not quiet:
+                log.error("dropped invalid pod from source=%s reason=%s", source, error)
+            return None
+        known = self.entries.get(refused.uid)
+        if known is not None and not known.pod.invalid:
+            if not quiet:
+                log.error(
+                    "ignored invalid change source=%s pod=%s reason=%s",
+                    source,
+                    known.pod.full_name,
+                    error,
+                )
+            return known.pod
+        if not quiet:
+            log.error(
+                "refusing invalid pod source=%s pod=%s reason=%s", source, refused.full_name, error
+            )
+        return refused
 
     def _note_deleted(self, source: str, deleted: dict[PodUID, Pod]) -> None:
         """Bring pods deleted in the API up to date (their grace period), so they are

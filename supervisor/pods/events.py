@@ -55,6 +55,11 @@ class Reason(enum.Enum):
     POD_OS_NOT_SUPPORTED = "PodOSNotSupported"
     SYSCTL_FORBIDDEN = "SysctlForbidden"
     RUNTIME_CLASS_UNAVAILABLE = "RuntimeClassUnavailable"  # standalone: no RuntimeClass to read
+    APPARMOR = "AppArmor"
+    SUPPLEMENTAL_GROUPS_POLICY_NOT_SUPPORTED = "SupplementalGroupsPolicyNotSupported"
+    POD_LEVEL_RESOURCES_NOT_SUPPORTED = "PodLevelResourcesNotSupported"
+    POD_FEATURE_UNSUPPORTED = "PodFeatureUnsupported"
+    INVALID_POD_SPEC = "InvalidPodSpec"  # pkletd's: a field it cannot read (the message says)
     NODE_SHUTDOWN = "NodeShutdown"  # also the node's event when a shutdown starts or is cancelled
     # eviction: a pod evicted or refused under pressure (also its status reason), and the
     # node's warning when a threshold is met

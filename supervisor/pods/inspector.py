@@ -2,8 +2,9 @@
 
 A sync reads its pod's state before it acts and again after each step. Two
 things the runtime reports never change, so ``PodInspector`` reads each once: an
-exited container's status (exit code, times, reason), and a ready sandbox's
-network (its IP, and whether it shares the node's namespace). A read then
+exited container's status (exit code, times, reason, and its message with what the
+container left at its termination message path, ``terminationlog``), and a ready
+sandbox's network (its IP, and whether it shares the node's namespace). A read then
 costs the two list calls plus one ContainerStatus per live container.
 
 Each pod is read by one pod worker at a time (the pod workers serialize a
@@ -24,6 +25,7 @@ from pkletd.ipc.runtime.cri import (
     unless_gone,
 )
 from pkletd.supervisor.pods.runtime import Runtime
+from pkletd.supervisor.pods.setup import terminationlog
 from pkletd.supervisor.pods.types import PodRuntime
 
 
@@ -57,7 +59,7 @@ class PodInspector:
         exited: dict[ContainerID, ContainerInfo] = {}
         containers = []
         for listed in self._runtime.list_containers(uid):
-            status = known.get(listed.id) or unless_gone(self._runtime.container_status, listed)
+            status = known.get(listed.id) or self._status(listed)
             if status is None:
                 continue  # removed between the list and the status call
             if status.state is ContainerState.EXITED:
@@ -65,3 +67,9 @@ class PodInspector:
             containers.append(status)
         self._exited[uid] = exited  # only what is still listed: removed ones drop out
         return containers
+
+    def _status(self, listed: ContainerInfo) -> ContainerInfo | None:
+        status = unless_gone(self._runtime.container_status, listed)
+        if status is None or status.state is not ContainerState.EXITED:
+            return status
+        return dataclasses.replace(status, message=terminationlog.message(status))

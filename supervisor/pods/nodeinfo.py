@@ -1,4 +1,5 @@
-"""What a pod may learn about its node: name, addresses, root dir, allocatable resources.
+"""What a pod may learn about its node: name, addresses, root dir, allocatable resources
+(and the node's defaults for its containers: ``seccompDefault``).
 
 Allocatable is the Node's, as the agent computes it for registration
 (``supervisor/node/facts.py``: capacity less ``systemReserved``, ``kubeReserved``
@@ -25,6 +26,7 @@ class NodeInfo:
     memory: Fraction = Fraction(2**30)  # bytes
     ephemeral_storage: Fraction = Fraction(2**34)  # bytes
     kernel: tuple[int, ...] = field(default=(0,))
+    seccomp_default: bool = False  # ``seccompDefault``: RuntimeDefault where none is set
 
     @property
     def pods_dir(self) -> Path:

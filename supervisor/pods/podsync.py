@@ -44,7 +44,7 @@ from pkletd.supervisor.pods.objects import ApiObjects, ObjectUnavailable
 from pkletd.supervisor.pods.podactions import Actions, compute_actions
 from pkletd.supervisor.pods.podmetrics import ContainerType, PodMetrics
 from pkletd.supervisor.pods.runtime import Runtime
-from pkletd.supervisor.pods.setup import runtimespec
+from pkletd.supervisor.pods.setup import namespaces, runtimespec
 from pkletd.supervisor.pods.setup.envvars import ConfigError, ConfigPending
 from pkletd.supervisor.pods.setup.podsetup import Blocked, PodSetup
 from pkletd.supervisor.pods.types import (
@@ -408,7 +408,10 @@ class PodSyncer:
         where = ObjectRef.of(pod, container.name)
         spec = runtimespec.container_spec(pod, container, restart_count)
         try:
-            spec = dataclasses.replace(spec, target_id=ephemeral.target_id(container, state))
+            target = ephemeral.target_id(container, state)
+            spec = dataclasses.replace(
+                spec, namespaces=namespaces.container_namespaces(pod, target)
+            )
             spec = self._setup.container_spec(pod, container, spec, sandbox.ip, image)
         except ConfigPending as exc:
             log.info("config waits pod=%s container=%s for=%s", pod.full_name, container.name, exc)

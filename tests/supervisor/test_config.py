@@ -120,6 +120,8 @@ def test_defaults_without_a_file() -> None:
         shutdown_grace_period=0.0,
         shutdown_grace_period_critical_pods=0.0,
         shutdown_grace_period_by_pod_priority=(),
+        allowed_unsafe_sysctls=(),
+        seccomp_default=False,
         kubeconfig="",
         node_ip="",
         node_labels=(),

@@ -13,7 +13,13 @@ from typing import Any
 
 import pytest
 from pkletd.ipc.apimodel.manifests import ManifestError
-from pkletd.ipc.bus.messages import ManifestRejected, Message, PodsListed, Snapshot
+from pkletd.ipc.bus.messages import (
+    ManifestAccepted,
+    ManifestRejected,
+    Message,
+    PodsListed,
+    Snapshot,
+)
 from pkletd.ipc.bus.sender import FakeSender
 from pkletd.workers.httpsource import (
     MAX_BODY,
@@ -275,7 +281,7 @@ def test_failures_keep_the_last_set_and_are_reported_once(
     worker.on_fetched(FetchError(f"{URL}: 500 Internal Server Error"))
     assert rejected(bus.take()) == [f"{URL}: 500 Internal Server Error"]
     worker.on_fetched(POD_YAML.encode())  # the URL answers again, with the same pods
-    assert bus.take() == []
+    assert bus.take() == [ManifestAccepted("http", URL)]
     worker.on_fetched(b"kind: Pod\nmetadata: [")
     worker.on_fetched(b"kind: Pod\nmetadata: [")
     (reason,) = rejected(bus.take())
@@ -284,7 +290,7 @@ def test_failures_keep_the_last_set_and_are_reported_once(
     worker.on_fetched(b"kind: Pod\nmetadata: [")  # still the same bad body: said again
     assert rejected(bus.take()) == [f"{URL}: timed out", reason]
     worker.on_fetched(POD_YAML.encode())  # the good set was never withdrawn: nothing to send
-    assert bus.take() == []
+    assert bus.take() == [ManifestAccepted("http", URL)]
 
 
 def test_an_empty_body_empties_the_set_as_the_kubelet_does(
@@ -298,8 +304,9 @@ def test_an_empty_body_empties_the_set_as_the_kubelet_does(
     assert names(listed) == []
     assert rejected([problem]) == [f"zero-length data received from {URL}"]
     worker.on_fetched(POD_YAML.encode())  # the same body as before the empty one: back
-    (listed,) = bus.take()
+    listed, accepted = bus.take()
     assert names(listed) == ["web-node-a"]
+    assert accepted == ManifestAccepted("http", URL)
 
 
 def test_a_first_empty_body_still_marks_the_source_seen(

@@ -5,7 +5,8 @@ sandbox's containers start (``WaitForAttachAndMount``), and again on every sync 
 running pod (the volume manager's remount: a changed ConfigMap, Secret or token
 reaches the files); ``container_spec`` for each container it creates
 (``GenerateRunContainerOptions`` and ``generateContainerConfig``: environment,
-``$(VAR)`` in command and args, mounts, security context, ``runAsNonRoot``), and
+``$(VAR)`` in command and args, mounts and the termination message's file, security
+context, ``runAsNonRoot``), and
 ``teardown`` when the pod is terminated. The sandbox's security context and sysctls
 are ``runtimespec``'s.
 """
@@ -20,7 +21,7 @@ from pkletd.ipc.runtime.cri import ContainerSpec, ImageInfo
 from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason
 from pkletd.supervisor.pods.nodeinfo import NodeInfo
 from pkletd.supervisor.pods.objects import ApiObjects
-from pkletd.supervisor.pods.setup import envvars, securitycontext
+from pkletd.supervisor.pods.setup import envvars, securitycontext, terminationlog
 from pkletd.supervisor.pods.setup.envvars import ConfigError
 from pkletd.supervisor.pods.setup.volumes import PodVolumes, VolumeError, VolumePending
 from pkletd.supervisor.pods.types import WaitingReason
@@ -83,6 +84,9 @@ class PodSetup:
         if refusal is not None:
             raise ConfigError(refusal)
         security = securitycontext.container_security(pod, container, uid, username, self.node)
+        termination = terminationlog.mount(self.node, pod, container)
+        if termination is not None:
+            found += (termination,)
         return dataclasses.replace(
             spec, env=tuple(env), command=command, args=args, mounts=found, security=security
         )

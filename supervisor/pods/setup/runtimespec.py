@@ -5,8 +5,9 @@ so ``crictl`` and other tools read pkletd's pods, and a restarted parent finds i
 own pods by them. Log paths are the kubelet's:
 ``<podLogsDir>/<namespace>_<name>_<uid>/<container>/<restartCount>.log``. The sandbox's
 cgroup parent is the pod's cgroup (``cgroups``); a container's resources, and the
-sandbox's (its pod's totals and its overhead), come from ``resources``. The sandbox's
-runtime handler is the pod's RuntimeClass's, which ``podsync`` looks up.
+sandbox's (its pod's totals and its overhead), come from ``resources``; the namespaces of
+both from ``namespaces``. The sandbox's runtime handler is the pod's RuntimeClass's, which
+``podsync`` looks up.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from pkletd.ipc.apimodel.podspec import Container, Pod
 from pkletd.ipc.runtime.cri import ContainerSpec, PortSpec, SandboxSpec
 from pkletd.supervisor.pods.cgroups import podcgroups, resources
-from pkletd.supervisor.pods.setup import securitycontext
+from pkletd.supervisor.pods.setup import namespaces, securitycontext
 
 POD_NAME = "io.kubernetes.pod.name"
 POD_NAMESPACE = "io.kubernetes.pod.namespace"
@@ -49,7 +50,7 @@ def sandbox_spec(pod: Pod, attempt: int, logs_root: Path) -> SandboxSpec:
         labels=labels,
         annotations=dict(pod.annotations),
         ports=tuple(
-            PortSpec(p.container_port, p.host_port, p.protocol)
+            PortSpec(p.container_port, p.host_port, p.protocol, p.host_ip)
             for c in pod.containers
             for p in c.ports
             if p.host_port
@@ -59,6 +60,7 @@ def sandbox_spec(pod: Pod, attempt: int, logs_root: Path) -> SandboxSpec:
         cgroup_parent=podcgroups.pod_cgroup_name(pod),
         overhead=resources.overhead_resources(pod),
         resources=resources.sandbox_resources(pod),
+        namespaces=namespaces.pod_namespaces(pod),
     )
 
 
@@ -66,8 +68,8 @@ def container_spec(pod: Pod, container: Container, restart_count: int) -> Contai
     annotations = {
         CONTAINER_HASH: container.hash,
         RESTART_COUNT: str(restart_count),
-        TERMINATION_MESSAGE_PATH: "/dev/termination-log",
-        TERMINATION_MESSAGE_POLICY: "File",
+        TERMINATION_MESSAGE_PATH: container.termination_message_path,
+        TERMINATION_MESSAGE_POLICY: container.termination_message_policy,
         POD_GRACE: str(pod.grace_period_s),
     }
     if container.ports:
@@ -95,4 +97,5 @@ def container_spec(pod: Pod, container: Container, restart_count: int) -> Contai
         stdin=container.stdin,
         stdin_once=container.stdin_once,
         tty=container.tty,
+        namespaces=namespaces.container_namespaces(pod),
     )

@@ -2,20 +2,22 @@
 
 - ``effective``: ``securitycontext.DetermineEffectiveSecurityContext``: the
   container's fields win; the pod gives ``runAsUser``, ``runAsGroup``,
-  ``runAsNonRoot`` and ``seccompProfile`` when the container leaves them out.
+  ``runAsNonRoot``, ``seccompProfile`` and ``seLinuxOptions`` when the container
+  leaves them out.
 - ``verify_run_as_non_root``: the kubelet's ``verifyRunAsNonRoot`` with its
   messages (the container then waits with ``CreateContainerConfigError``).
 - ``container_security``: ``determineEffectiveSecurityContext``: without a
   ``runAsUser`` the image's user is passed on; ``fsGroup`` then
   ``supplementalGroups`` become supplemental groups; ``no_new_privs`` only when
   ``allowPrivilegeEscalation`` is false; seccomp from the container, else the
-  pod, else ``Unconfined`` (``seccompDefault`` off); ``Localhost`` profiles under
-  ``<root-dir>/seccomp``; masked and read-only paths from ``procMount``.
+  pod, else ``RuntimeDefault`` with ``seccompDefault`` and ``Unconfined`` without;
+  ``Localhost`` profiles under ``<root-dir>/seccomp``; masked and read-only paths
+  from ``procMount``; the AppArmor profile (``apparmor``); the SELinux label.
 - ``sandbox_security``: ``generatePodSandboxLinuxConfig``: the pod's user, group
-  and groups, privileged if any container is, seccomp ``RuntimeDefault``.
-- ``forbidden_sysctl``: the kubelet's sysctl admit handler against its default
-  safe set (``allowedUnsafeSysctls`` is not read by pkletd); ``admission`` runs it
-  first, and a refused pod is Failed with reason ``SysctlForbidden``.
+  and groups, privileged if any container is, seccomp ``RuntimeDefault``, the pod's
+  SELinux label.
+
+The sysctls the pod may set are admission's (``sysctls``).
 """
 
 from __future__ import annotations
@@ -23,9 +25,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pkletd.ipc.apimodel.podspec import Container, Pod
-from pkletd.ipc.apimodel.securityspec import ContainerSecurity, PodSecurity, Seccomp
-from pkletd.ipc.runtime.cri import ContainerSecuritySpec, SandboxSecuritySpec, SeccompSpec
-from pkletd.supervisor.pods.nodeinfo import NodeInfo, kernel_version
+from pkletd.ipc.apimodel.securityspec import ContainerSecurity, PodSecurity, Seccomp, SELinux
+from pkletd.ipc.runtime.cri import (
+    ContainerSecuritySpec,
+    SandboxSecuritySpec,
+    SeccompSpec,
+    SELinuxSpec,
+)
+from pkletd.supervisor.pods.nodeinfo import NodeInfo
+from pkletd.supervisor.pods.setup import apparmor
 
 # pkg/securitycontext/util.go: kept in sync with moby's defaults.
 DEFAULT_MASKED_PATHS = (
@@ -43,22 +51,6 @@ DEFAULT_MASKED_PATHS = (
 )
 DEFAULT_READONLY_PATHS = ("/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger")
 
-# pkg/kubelet/sysctl/safe_sysctls.go: name -> the first kernel that namespaces it.
-SAFE_SYSCTLS: dict[str, tuple[int, ...]] = {
-    "kernel.shm_rmid_forced": (0,),
-    "net.ipv4.ip_local_port_range": (0,),
-    "net.ipv4.tcp_syncookies": (0,),
-    "net.ipv4.ping_group_range": (0,),
-    "net.ipv4.ip_unprivileged_port_start": (0,),
-    "net.ipv4.ip_local_reserved_ports": (3, 16),
-    "net.ipv4.tcp_keepalive_time": (4, 5),
-    "net.ipv4.tcp_fin_timeout": (4, 6),
-    "net.ipv4.tcp_keepalive_intvl": (4, 5),
-    "net.ipv4.tcp_keepalive_probes": (4, 5),
-    "net.ipv4.tcp_rmem": (4, 15),
-    "net.ipv4.tcp_wmem": (4, 15),
-}
-
 
 @dataclass(frozen=True, slots=True)
 class Effective:
@@ -66,6 +58,7 @@ class Effective:
     run_as_group: int | None
     run_as_non_root: bool | None
     seccomp: Seccomp | None
+    selinux: SELinux | None
     container: ContainerSecurity
 
 
@@ -80,7 +73,7 @@ def effective(pod: Pod, container: Container) -> Effective:
     user = cs.run_as_user if cs.run_as_user is not None else ps.run_as_user
     group = cs.run_as_group if cs.run_as_group is not None else ps.run_as_group
     non_root = cs.run_as_non_root if cs.run_as_non_root is not None else ps.run_as_non_root
-    return Effective(user, group, non_root, cs.seccomp or ps.seccomp, cs)
+    return Effective(user, group, non_root, cs.seccomp or ps.seccomp, cs.selinux or ps.selinux, cs)
 
 
 def pod_ref(pod: Pod) -> str:
@@ -112,7 +105,7 @@ def verify_run_as_non_root(
 
 def _profile(seccomp: Seccomp | None, node: NodeInfo) -> SeccompSpec:
     if seccomp is None:
-        return SeccompSpec("Unconfined")
+        return SeccompSpec("RuntimeDefault" if node.seccomp_default else "Unconfined")
     if seccomp.type == "Localhost":
         return SeccompSpec("Localhost", str(node.root_dir / "seccomp" / seccomp.localhost_profile))
     return SeccompSpec(seccomp.type)
@@ -145,6 +138,8 @@ def container_security(
         seccomp=_profile(eff.seccomp, node),
         masked_paths=() if unmasked else DEFAULT_MASKED_PATHS,
         readonly_paths=() if unmasked else DEFAULT_READONLY_PATHS,
+        apparmor=apparmor.cri_profile(pod, container),
+        selinux=_label(eff.selinux),
     )
 
 
@@ -161,29 +156,11 @@ def sandbox_security(pod: Pod) -> SandboxSecuritySpec:
         supplemental_groups=supplemental_groups(pod),
         privileged=any(privileged(c) for c in everyone),
         seccomp=SeccompSpec("RuntimeDefault"),
+        selinux=_label(ps.selinux),
     )
 
 
-def normalize_sysctl(name: str) -> str:
-    """``net/ipv4/ip_forward`` -> ``net.ipv4.ip_forward`` (the kubelet's NormalizeName)."""
-    slash, dot = name.find("/"), name.find(".")
-    if slash < 0 or (0 <= dot < slash):
-        return name
-    return name.translate(str.maketrans("/.", "./"))
-
-
-def forbidden_sysctl(pod: Pod, kernel: tuple[int, ...] | None = None) -> str | None:
-    """The kubelet's admission message for the first sysctl it refuses, else None.
-
-    ``kernel``: the node's kernel version (default: this one); a safe sysctl that
-    the kernel does not namespace yet is not allowlisted.
-    """
-    running = kernel if kernel is not None else kernel_version()
-    for name, _ in pod_security(pod).sysctls:
-        sysctl = normalize_sysctl(name)
-        since = SAFE_SYSCTLS.get(sysctl)
-        if since is None or running < since:
-            return f'forbidden sysctl: "{sysctl}" not allowlisted'
-        if sysctl.startswith("net.") and pod.host_network:
-            return f'forbidden sysctl: "{sysctl}" not allowed with host net enabled'
-    return None
+def _label(selinux: SELinux | None) -> SELinuxSpec | None:
+    if selinux is None:
+        return None
+    return SELinuxSpec(selinux.user, selinux.role, selinux.type, selinux.level)

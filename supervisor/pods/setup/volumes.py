@@ -25,6 +25,10 @@ Under ``<root-dir>/pods/<uid>/volumes/<plugin>/<name>``:
 (``r--r-----`` for read-only volumes) added, directories setgid and group-searchable.
 A failure is reported as the kubelet's ``FailedMount`` message,
 ``MountVolume.SetUp failed for volume "x" : <why>``.
+
+A mount's ``recursiveReadOnly``: containerd 1.6 has no recursive read-only mounts, so
+``IfPossible`` is a plain read-only mount and ``Enabled`` fails the container with the
+kubelet's ``CreateContainerConfigError`` message, as on such a runtime.
 """
 
 from __future__ import annotations
@@ -284,6 +288,12 @@ class PodVolumes:
         values = {k: v for k, v in env if v}
         found = []
         for mount in container.volume_mounts:
+            if mount.recursive_read_only == "Enabled":
+                raise ConfigError(
+                    "failed to resolve recursive read-only mode: volume "
+                    f'"{mount.name}" requested recursive read-only mode, but it is not '
+                    "supported by the runtime"
+                )
             volume = volumes[mount.name]
             host = self.path(pod, volume)
             sub = mount.sub_path

@@ -77,7 +77,7 @@ def test_one_added_to_a_running_pod_starts_in_its_targets_pid_namespace(
     (app,) = running(runtime, "app")
     result = syncer.sync(pod)  # the API added one
     (debugger,) = running(runtime, "debugger")
-    assert runtime.specs[debugger].target_id == app
+    assert runtime.specs[debugger].namespaces.target_id == app
     assert running(runtime, "app") == [app]  # the rest of the pod is left as it was
     assert result.waiting == {}
     assert runtime.methods().count("RunPodSandbox") == 1
@@ -103,7 +103,7 @@ def test_one_starts_while_init_containers_run(runtime: FakeRuntime, syncer: PodS
     assert running(runtime, "setup") and not running(runtime, "app")
     syncer.sync(pod)
     (debugger,) = running(runtime, "debugger")
-    assert runtime.specs[debugger].target_id == running(runtime, "setup")[0]
+    assert runtime.specs[debugger].namespaces.target_id == running(runtime, "setup")[0]
     assert not running(runtime, "app")
 
 

@@ -1,5 +1,5 @@
-"""Security contexts without a runtime: merging, runAsNonRoot, CRI fields, sysctl admission,
-validation, and the CRI messages they become."""
+"""Security contexts without a runtime: merging, runAsNonRoot, CRI fields, validation, and
+the CRI messages they become (sysctl admission: ``tests/pods/test_sysctls.py``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from pkletd.supervisor.pods.setup.securitycontext import (
     DEFAULT_MASKED_PATHS,
     DEFAULT_READONLY_PATHS,
     container_security,
-    forbidden_sysctl,
     sandbox_security,
     verify_run_as_non_root,
 )
@@ -161,37 +160,6 @@ def test_sandbox_security() -> None:
 
 
 @pytest.mark.parametrize(
-    ("sysctl", "host_network", "kernel", "message"),
-    [
-        ("net.ipv4.ip_local_port_range", False, (6, 1), None),
-        ("net/ipv4/ip_local_port_range", False, (6, 1), None),  # slashes normalised
-        ("kernel.shm_rmid_forced", True, (6, 1), None),  # ipc, not net
-        (
-            "net.ipv4.tcp_keepalive_time",
-            False,
-            (4, 4),
-            '"net.ipv4.tcp_keepalive_time" not allowlisted',
-        ),
-        ("net.ipv4.tcp_keepalive_time", False, (4, 5), None),
-        ("kernel.msgmax", False, (6, 1), '"kernel.msgmax" not allowlisted'),
-        ("net.core.somaxconn", False, (6, 1), '"net.core.somaxconn" not allowlisted'),
-        (
-            "net.ipv4.tcp_syncookies",
-            True,
-            (6, 1),
-            '"net.ipv4.tcp_syncookies" not allowed with host net enabled',
-        ),
-    ],
-)
-def test_sysctl_admission(
-    sysctl: str, host_network: bool, kernel: tuple[int, ...], message: str | None
-) -> None:
-    p = pod({"sysctls": [{"name": sysctl, "value": "1"}]}, hostNetwork=host_network)
-    found = forbidden_sysctl(p, kernel)
-    assert found == (None if message is None else f"forbidden sysctl: {message}")
-
-
-@pytest.mark.parametrize(
     ("pod_sc", "container_sc", "field"),
     [
         ({"runAsUser": -1}, {}, "spec.securityContext.runAsUser: must be an integer between 0"),
@@ -272,7 +240,7 @@ def test_cri_messages() -> None:
         mounts=(cri.MountSpec("/data", "/host/data", True, "bidirectional"),),
         security=container_security(p, p.containers[0], 0, "", NODE),
     )
-    container = cri._container_config(spec, host_network=False)
+    container = cri._container_config(spec)
     sc = container.linux.security_context
     assert sc.run_as_user.value == 1000 and not sc.HasField("run_as_group")
     assert list(sc.capabilities.drop_capabilities) == ["ALL"]
@@ -286,7 +254,8 @@ def test_cri_messages() -> None:
     assert (mount.container_path, mount.host_path, mount.readonly) == ("/data", "/host/data", True)
     assert mount.propagation == cri.pb.PROPAGATION_BIDIRECTIONAL
 
-    plain = cri._container_config(ContainerSpec("c", 0, "x", "l"), host_network=True)
+    host = cri.NamespaceSpec(network=cri.NamespaceMode.NODE)
+    plain = cri._container_config(ContainerSpec("c", 0, "x", "l"), host)
     assert plain.linux.security_context.namespace_options.network == cri.pb.NODE
     assert not plain.linux.security_context.HasField("seccomp")
     assert securitycontext.pod_ref(p) == "web_prod(u-1)"
