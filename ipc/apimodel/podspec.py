@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NewType, TypeVar
 
-from pkletd.ipc.apimodel import envspec, priority, resourcespec, securityspec, volumespec
+from pkletd.ipc.apimodel import dnsspec, envspec, priority, resourcespec, securityspec, volumespec
+from pkletd.ipc.apimodel.dnsspec import PodDns
 from pkletd.ipc.apimodel.envspec import EnvFrom, EnvVar
 from pkletd.ipc.apimodel.fieldcheck import InvalidField
 from pkletd.ipc.apimodel.probespec import InvalidProbe, Probe, ProbeType, parse_hooks, parse_probes
@@ -104,6 +105,7 @@ class Pod:
     deleted: bool = False  # the API server set its deletionTimestamp: stop it
     image_pull_secrets: tuple[str, ...] = ()  # the Secrets' names, in the spec's order
     priority: int = 0  # ``priority.pod_priority``
+    dns: PodDns = PodDns()  # dnsPolicy, dnsConfig, hostname, subdomain, hostAliases
 
     @property
     def full_name(self) -> str:
@@ -151,6 +153,7 @@ def parse_pod(raw: Any) -> Pod:
         deleted=meta.get("deletionTimestamp") is not None,
         image_pull_secrets=_pull_secrets(spec.get("imagePullSecrets") or []),
         priority=_field(priority.pod_priority, spec),
+        dns=_field(dnsspec.parse_pod_dns, spec),
         **_volumes_and_security(spec, init_containers + containers),
     )
 

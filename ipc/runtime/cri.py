@@ -138,6 +138,15 @@ class ContainerSecuritySpec:
 
 
 @dataclass(frozen=True, slots=True)
+class DnsSpec:
+    """``DNSConfig``: what the runtime writes into the sandbox's resolv.conf."""
+
+    servers: tuple[str, ...] = ()
+    searches: tuple[str, ...] = ()
+    options: tuple[str, ...] = ()  # ``ndots:5``, ``edns0``
+
+
+@dataclass(frozen=True, slots=True)
 class SandboxSpec:
     name: str
     namespace: str
@@ -152,6 +161,7 @@ class SandboxSpec:
     sysctls: Mapping[str, str] = field(default_factory=dict)
     security: SandboxSecuritySpec | None = None
     cgroup_parent: str = ""  # the pod's cgroup (``/kubepods/burstable/pod<uid>``)
+    dns: DnsSpec | None = None  # None: the runtime's default (a copy of the host's file)
 
 
 @dataclass(frozen=True, slots=True)
@@ -680,6 +690,15 @@ def _sandbox_config(spec: SandboxSpec) -> Any:
             sysctls=dict(spec.sysctls),
             cgroup_parent=spec.cgroup_parent,
         ),
+        dns_config=_dns_config(spec.dns),
+    )
+
+
+def _dns_config(dns: DnsSpec | None) -> Any:
+    if dns is None:
+        return None
+    return pb.DNSConfig(
+        servers=list(dns.servers), searches=list(dns.searches), options=list(dns.options)
     )
 
 

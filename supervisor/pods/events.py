@@ -37,6 +37,11 @@ class Reason(enum.Enum):
     FAILED = "Failed"  # a failed pull, and "Error: ..." for a container that could not start
     FAILED_MOUNT = "FailedMount"  # a volume could not be set up (or brought up to date)
     INVALID_ENV_NAMES = "InvalidEnvironmentVariableNames"  # envFrom keys skipped
+    FAILED_CREATE_POD_SANDBOX = "FailedCreatePodSandBox"  # e.g. its DNS or hostname
+    # pod DNS: no clusterDNS for a ClusterFirst pod (node and pod), limits cut, the node's file
+    MISSING_CLUSTER_DNS = "MissingClusterDNS"
+    DNS_CONFIG_FORMING = "DNSConfigForming"
+    CHECK_LIMITS_FOR_RESOLV_CONF = "CheckLimitsForResolvConf"
     # image pulls
     PULLING = "Pulling"
     PULLED = "Pulled"

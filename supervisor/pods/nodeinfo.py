@@ -1,4 +1,5 @@
-"""What a pod may learn about its node: name, addresses, root dir, allocatable resources.
+"""What a pod may learn about its node: name, addresses, root dir, allocatable resources,
+and the cluster's DNS settings its resolver is made from.
 
 Allocatable is the Node's, as the agent computes it for registration
 (``supervisor/node/facts.py``: capacity less ``systemReserved``, ``kubeReserved``
@@ -17,6 +18,16 @@ from pathlib import Path
 
 
 @dataclass(frozen=True, slots=True)
+class DnsSettings:
+    """The kubelet's ``clusterDNS``, ``clusterDomain``, ``resolvConf`` and ``--node-ip``s."""
+
+    cluster_dns: tuple[str, ...] = ()
+    cluster_domain: str = ""
+    resolv_conf: str = ""  # "": none
+    node_ips: tuple[str, ...] = ()  # as given with --node-ip (none: the kubelet's empty list)
+
+
+@dataclass(frozen=True, slots=True)
 class NodeInfo:
     name: str
     host_ips: tuple[str, ...]
@@ -25,6 +36,7 @@ class NodeInfo:
     memory: Fraction = Fraction(2**30)  # bytes
     ephemeral_storage: Fraction = Fraction(2**34)  # bytes
     kernel: tuple[int, ...] = field(default=(0,))
+    dns: DnsSettings = DnsSettings()
 
     @property
     def pods_dir(self) -> Path:

@@ -45,7 +45,7 @@ from pkletd.supervisor.pods.podmetrics import ContainerType, PodMetrics
 from pkletd.supervisor.pods.runtime import Runtime
 from pkletd.supervisor.pods.setup import runtimespec
 from pkletd.supervisor.pods.setup.envvars import ConfigError, ConfigPending
-from pkletd.supervisor.pods.setup.podsetup import Blocked, PodSetup
+from pkletd.supervisor.pods.setup.podsetup import Blocked, PodSetup, SandboxConfigError
 from pkletd.supervisor.pods.types import (
     PodRuntime,
     SyncOptions,
@@ -192,7 +192,15 @@ class PodSyncer:
             )
             retry.append(FAILED_STEP_RETRY_S)
             return {}
-        sandbox = self._sandbox_for(pod, state, actions)
+        try:
+            sandbox = self._sandbox_for(pod, state, actions)
+        except SandboxConfigError as exc:
+            self._sandbox_failed(pod, actions, exc)
+            waiting.update(
+                {c.name: Waiting(WaitingReason.CONTAINER_CREATING, "") for c in actions.start}
+            )
+            retry.append(FAILED_STEP_RETRY_S)
+            return {}
         started = {}
         for container in actions.start:
             container_id = self._start(pod, container, state, sandbox, waiting, retry)
@@ -270,13 +278,26 @@ class PodSyncer:
         log.info("pod terminated pod=%s uid=%s", name, uid)
         return SyncResult(uid, PodRuntime(uid), terminated=True)
 
+    def _sandbox_failed(self, pod: Pod, actions: Actions, exc: SandboxConfigError) -> None:
+        """No sandbox config: the kubelet's event when it was to create the sandbox."""
+        log.error("sandbox config failed pod=%s error=%s", pod.full_name, exc)
+        if actions.create_sandbox:
+            self._events.warning(
+                ObjectRef.of(pod),
+                Reason.FAILED_CREATE_POD_SANDBOX,
+                f"Failed to create pod sandbox: {exc}",
+            )
+
     def _sandbox_for(self, pod: Pod, state: PodRuntime, actions: Actions) -> PodSandbox:
+        """The sandbox to start containers in, created if need be; its config is made
+        anew each time, as the kubelet's (SandboxConfigError if it cannot be)."""
         if not actions.create_sandbox:
             sandbox = state.sandbox()
             assert sandbox is not None
             spec = runtimespec.sandbox_spec(pod, sandbox.attempt, self._logs_root)
-            return PodSandbox(sandbox.id, spec, sandbox.ip)
+            return PodSandbox(sandbox.id, self._setup.sandbox_spec(pod, spec), sandbox.ip)
         spec = runtimespec.sandbox_spec(pod, actions.sandbox_attempt, self._logs_root)
+        spec = self._setup.sandbox_spec(pod, spec)
         Path(spec.log_directory).mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         self._metrics.started_pods.inc()

@@ -5,7 +5,7 @@ so ``crictl`` and other tools read pkletd's pods, and a restarted parent finds i
 own pods by them. Log paths are the kubelet's:
 ``<podLogsDir>/<namespace>_<name>_<uid>/<container>/<restartCount>.log``. The sandbox's
 cgroup parent is the pod's cgroup (``cgroups``); a container's resources come from
-``resources``.
+``resources``. The sandbox's hostname and resolver are ``PodSetup.sandbox_spec``'s.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def sandbox_spec(pod: Pod, attempt: int, logs_root: Path) -> SandboxSpec:
         namespace=pod.namespace,
         uid=pod.uid,
         attempt=attempt,
-        hostname="" if pod.host_network else pod.name[:63].rstrip("-."),
+        hostname="",  # PodSetup.sandbox_spec's
         log_directory=str(pod_log_dir(logs_root, pod)),
         host_network=pod.host_network,
         labels=labels,
