@@ -243,8 +243,6 @@ def _ip_address(value: object) -> str:
 
 def _ip_list(value: object) -> tuple[str, ...]:
     """clusterDNS: a list of IP addresses (the flag's comma-separated text is split)."""
-    if isinstance(value, str):
-        value = [part.strip() for part in value.split(",") if part.strip()]
     if not isinstance(value, list):
         raise ValueError(f"must be a list of IP addresses, got {_show(value)}")
     for item in value:
@@ -871,7 +869,7 @@ def _flag_raw(field: _Field, text: Any) -> object:
             raise ConfigError(f"{field.flag}: {exc}") from None
     if isinstance(field.default, int) and re.fullmatch(r"[+-]?[0-9]+", text):
         return int(text)
-    if field.parse is _cipher_suites:
+    if field.parse in (_cipher_suites, _ip_list):
         return [name.strip() for name in text.split(",") if name.strip()]
     return text
 
