@@ -94,8 +94,8 @@ def parse_pod_dns(spec: dict[str, Any]) -> PodDns:
 def _policy(value: Any) -> DnsPolicy:
     """Unset or empty is the API's default, ClusterFirst."""
     allowed = tuple(p.value for p in DnsPolicy)
-    chosen = f.choice(value or None, "spec.dnsPolicy", allowed, DnsPolicy.CLUSTER_FIRST.value)
-    return DnsPolicy(chosen)
+    given = None if value == "" else value
+    return DnsPolicy(f.choice(given, "spec.dnsPolicy", allowed, DnsPolicy.CLUSTER_FIRST.value))
 
 
 def _config(value: Any, policy: DnsPolicy) -> DnsConfig | None:
