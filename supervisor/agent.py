@@ -79,7 +79,7 @@ from pkletd.supervisor.pods.events import EventRecorder
 from pkletd.supervisor.pods.garbage import GarbageCollector, Thresholds
 from pkletd.supervisor.pods.garbagecheck import GarbageCheck
 from pkletd.supervisor.pods.garbageremover import GarbageRemover
-from pkletd.supervisor.pods.nodeinfo import NodeInfo, kernel_version
+from pkletd.supervisor.pods.nodeinfo import DnsSettings, NodeInfo, kernel_version
 from pkletd.supervisor.pods.objects import ApiObjects
 from pkletd.supervisor.pods.podsync import PodSyncer
 from pkletd.supervisor.pods.podworkers import PodWorkers
@@ -194,15 +194,23 @@ class Agent:
             ephemeral_storage=allocatable.get("ephemeral-storage", Fraction(0)),
             kernel=kernel_version(),
             seccomp_default=config.seccomp_default,
+            dns=DnsSettings(
+                config.cluster_dns,
+                config.cluster_domain,
+                config.resolv_conf,
+                tuple(ip.strip() for ip in config.node_ip.split(",") if ip.strip()),
+            ),
         )
         labels = node_labels(config, self._machine)
         # Without the worker that reads them (no API server) there are no objects to wait for.
         objects = ApiObjects(standalone="pod-objects" not in worker_names)
+        setup = PodSetup(node, objects, self._events)
+        setup.dns.check_node_file()  # the kubelet's check as its sync loop starts
         syncer = PodSyncer(
             self._runtime,
             Path(config.pod_logs_dir),
             self._events,
-            PodSetup(node, objects, self._events),
+            setup,
             PodCgroups.host(config.pod_pids_limit).start(),
             objects,
             self._metrics.pods,

@@ -32,7 +32,7 @@ Unknown-field policy for the file:
 * a field pkletd implements is type-checked and range-checked; a bad value is a
   ``ConfigError`` naming the file and the field;
 * a real KubeletConfiguration v1beta1 field that pkletd does not implement yet
-  (clusterDNS, cgroupDriver, ...) is accepted so that an existing
+  (cgroupDriver, tracing, ...) is accepted so that an existing
   kubelet file keeps working, and is reported back in ``LoadResult.warnings``;
   its value is not checked;
 * any other name is a ``ConfigError``, with a "did you mean" hint when the name
@@ -109,6 +109,9 @@ class KubeletConfig:
     event_record_qps: int
     event_burst: int
     config_map_and_secret_change_detection_strategy: str  # Watch, Cache or Get
+    cluster_dns: tuple[str, ...]  # IP addresses, in order
+    cluster_domain: str
+    resolv_conf: str  # the node's resolver file; "": none
     system_reserved: tuple[tuple[str, str], ...]  # resource name, quantity
     kube_reserved: tuple[tuple[str, str], ...]
     eviction_hard: tuple[tuple[str, str], ...]  # signal, quantity or percentage
@@ -239,6 +242,29 @@ def _ip_address(value: object) -> str:
             ipaddress.ip_address(text)
     except ValueError:
         raise ValueError(f"must be an IP address, got {_show(text)}") from None
+    return text
+
+
+def _ip_list(value: object) -> tuple[str, ...]:
+    """clusterDNS: a list of IP addresses (the flag's comma-separated text is split)."""
+    if not isinstance(value, list):
+        raise ValueError(f"must be a list of IP addresses, got {_show(value)}")
+    for item in value:
+        try:
+            ipaddress.ip_address(_string(item))
+        except ValueError:
+            raise ValueError(f"must be a list of IP addresses, got {_show(item)} in it") from None
+    return tuple(value)
+
+
+_DOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def _domain(value: object) -> str:
+    """clusterDomain: a DNS subdomain (``cluster.local``), or empty for none."""
+    text = _string(value)
+    if text and (len(text) > 253 or not _DOMAIN.fullmatch(text)):
+        raise ValueError(f'must be a DNS domain such as "cluster.local", got {_show(text)}')
     return text
 
 
@@ -660,6 +686,15 @@ _FIELDS: tuple[_Field, ...] = (
     _Field("configMapAndSecretChangeDetectionStrategy",
            "config_map_and_secret_change_detection_strategy", _change_detection, "Watch",
            None, ""),
+    _Field("clusterDNS", "cluster_dns", _ip_list, (), "--cluster-dns",
+           "DNS server IPs of the cluster, comma-separated, for pods with dnsPolicy ClusterFirst",
+           metavar="IPS"),
+    _Field("clusterDomain", "cluster_domain", _domain, "", "--cluster-domain",
+           "the cluster's DNS domain, searched by pods before the node's domains"),
+    _Field("resolvConf", "resolv_conf", _absolute_path, "/etc/resolv.conf", "--resolv-conf",
+           "the node's resolver file, the base of the pods' DNS; empty: none (pods with "
+           "dnsPolicy Default get a local nameserver and no lookups)",
+           zero_means_default=False, metavar="FILE"),
     _Field("systemReserved", "system_reserved", _quantity_map, (), None, ""),
     _Field("kubeReserved", "kube_reserved", _quantity_map, (), None, ""),
     _Field("evictionHard", "eviction_hard", _eviction_map, DEFAULT_EVICTION_HARD, None, ""),
@@ -859,7 +894,7 @@ def _flag_raw(field: _Field, text: Any) -> object:
             raise ConfigError(f"{field.flag}: {exc}") from None
     if isinstance(field.default, int) and re.fullmatch(r"[+-]?[0-9]+", text):
         return int(text)
-    if field.parse is _cipher_suites:
+    if field.parse in (_cipher_suites, _ip_list):
         return [name.strip() for name in text.split(",") if name.strip()]
     return text
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, NewType, TypeVar
 
 from pkletd.ipc.apimodel import (
+    dnsspec,
     envspec,
     ephemeralspec,
     namespacespec,
@@ -31,6 +32,7 @@ from pkletd.ipc.apimodel import (
     securityspec,
     volumespec,
 )
+from pkletd.ipc.apimodel.dnsspec import PodDns
 from pkletd.ipc.apimodel.envspec import EnvFrom, EnvVar
 from pkletd.ipc.apimodel.fieldcheck import InvalidField
 from pkletd.ipc.apimodel.namespacespec import Namespaces
@@ -131,6 +133,7 @@ class Pod:
     overhead: resourcespec.Amounts = ()  # ``spec.overhead``, as RuntimeClass admission set it
     namespaces: Namespaces = namespacespec.DEFAULT  # hostPID, hostIPC, ... (``namespacespec``)
     invalid: str = ""  # why it cannot be run (``refused_pod``): no container was read
+    dns: PodDns = PodDns()  # dnsPolicy, dnsConfig, hostname, subdomain, hostAliases
 
     @property
     def full_name(self) -> str:
@@ -188,6 +191,7 @@ def parse_pod(raw: Any) -> Pod:
         runtime_class=_field(runtimeclass.parse_name, spec),
         overhead=_field(runtimeclass.parse_overhead, spec),
         namespaces=_field(namespacespec.parse_namespaces, spec),
+        dns=_field(dnsspec.parse_pod_dns, spec),
         **_volumes_and_security(spec, init_containers + containers + ephemeral),
     )
 

@@ -174,6 +174,15 @@ class ContainerSecuritySpec:
 
 
 @dataclass(frozen=True, slots=True)
+class DnsSpec:
+    """``DNSConfig``: what the runtime writes into the sandbox's resolv.conf."""
+
+    servers: tuple[str, ...] = ()
+    searches: tuple[str, ...] = ()
+    options: tuple[str, ...] = ()  # ``ndots:5``, ``edns0``
+
+
+@dataclass(frozen=True, slots=True)
 class SandboxSpec:
     name: str
     namespace: str
@@ -192,6 +201,7 @@ class SandboxSpec:
     overhead: ContainerResources | None = None  # the pod's overhead (requests = limits)
     resources: ContainerResources | None = None  # the pod's containers' totals, no overhead
     namespaces: NamespaceSpec | None = None  # None: the defaults, network by host_network
+    dns: DnsSpec | None = None  # None: the runtime's default (a copy of the host's file)
 
 
 @dataclass(frozen=True, slots=True)
@@ -739,6 +749,15 @@ def _sandbox_config(spec: SandboxSpec) -> Any:
             overhead=_optional_resources(spec.overhead),
             resources=_optional_resources(spec.resources),
         ),
+        dns_config=_dns_config(spec.dns),
+    )
+
+
+def _dns_config(dns: DnsSpec | None) -> Any:
+    if dns is None:
+        return None
+    return pb.DNSConfig(
+        servers=list(dns.servers), searches=list(dns.searches), options=list(dns.options)
     )
 
 

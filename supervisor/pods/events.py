@@ -36,8 +36,12 @@ class Reason(enum.Enum):
     STARTED = "Started"
     FAILED = "Failed"  # a failed pull, and "Error: ..." for a container that could not start
     FAILED_MOUNT = "FailedMount"  # a volume could not be set up (or brought up to date)
-    FAILED_CREATE_POD_SANDBOX = "FailedCreatePodSandBox"  # its RuntimeClass, or the runtime
+    FAILED_CREATE_POD_SANDBOX = "FailedCreatePodSandBox"  # RuntimeClass, DNS, hostname, runtime
     INVALID_ENV_NAMES = "InvalidEnvironmentVariableNames"  # envFrom keys skipped
+    # pod DNS: no clusterDNS for a ClusterFirst pod (node and pod), limits cut, the node's file
+    MISSING_CLUSTER_DNS = "MissingClusterDNS"
+    DNS_CONFIG_FORMING = "DNSConfigForming"
+    CHECK_LIMITS_FOR_RESOLV_CONF = "CheckLimitsForResolvConf"
     # image pulls
     PULLING = "Pulling"
     PULLED = "Pulled"

@@ -1,5 +1,6 @@
-"""What a pod may learn about its node: name, addresses, root dir, allocatable resources
-(and the node's defaults for its containers: ``seccompDefault``).
+"""What a pod may learn about its node: name, addresses, root dir, allocatable resources,
+the node's defaults for its containers (``seccompDefault``), and the cluster's DNS
+settings its resolver is made from.
 
 Allocatable is the Node's, as the agent computes it for registration
 (``supervisor/node/facts.py``: capacity less ``systemReserved``, ``kubeReserved``
@@ -18,6 +19,16 @@ from pathlib import Path
 
 
 @dataclass(frozen=True, slots=True)
+class DnsSettings:
+    """The kubelet's ``clusterDNS``, ``clusterDomain``, ``resolvConf`` and ``--node-ip``s."""
+
+    cluster_dns: tuple[str, ...] = ()
+    cluster_domain: str = ""
+    resolv_conf: str = ""  # "": none
+    node_ips: tuple[str, ...] = ()  # as given with --node-ip (none: the kubelet's empty list)
+
+
+@dataclass(frozen=True, slots=True)
 class NodeInfo:
     name: str
     host_ips: tuple[str, ...]
@@ -27,6 +38,7 @@ class NodeInfo:
     ephemeral_storage: Fraction = Fraction(2**34)  # bytes
     kernel: tuple[int, ...] = field(default=(0,))
     seccomp_default: bool = False  # ``seccompDefault``: RuntimeDefault where none is set
+    dns: DnsSettings = DnsSettings()
 
     @property
     def pods_dir(self) -> Path:

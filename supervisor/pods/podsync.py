@@ -46,7 +46,7 @@ from pkletd.supervisor.pods.podmetrics import ContainerType, PodMetrics
 from pkletd.supervisor.pods.runtime import Runtime
 from pkletd.supervisor.pods.setup import namespaces, runtimespec
 from pkletd.supervisor.pods.setup.envvars import ConfigError, ConfigPending
-from pkletd.supervisor.pods.setup.podsetup import Blocked, PodSetup
+from pkletd.supervisor.pods.setup.podsetup import Blocked, PodSetup, SandboxConfigError
 from pkletd.supervisor.pods.types import (
     PodRuntime,
     SyncOptions,
@@ -292,19 +292,27 @@ class PodSyncer:
     def _sandbox_for(
         self, pod: Pod, state: PodRuntime, actions: Actions
     ) -> PodSandbox | SandboxFailure:
+        """The sandbox to start containers in, created if need be; its config is made
+        anew each time, as the kubelet's."""
         if not actions.create_sandbox:
             sandbox = state.sandbox()
             assert sandbox is not None
             spec = runtimespec.sandbox_spec(pod, sandbox.attempt, self._logs_root)
-            return PodSandbox(sandbox.id, spec, sandbox.ip)
+            try:
+                return PodSandbox(sandbox.id, self._setup.sandbox_spec(pod, spec), sandbox.ip)
+            except SandboxConfigError as exc:  # the running sandbox's config cannot be made
+                log.error("sandbox config failed pod=%s error=%s", pod.full_name, exc)
+                return SandboxFailure(f"Failed to create pod sandbox: {exc}", FAILED_STEP_RETRY_S)
         spec = runtimespec.sandbox_spec(pod, actions.sandbox_attempt, self._logs_root)
         try:
             handler = self._objects.runtime_handler(pod.runtime_class)
+            spec = self._setup.sandbox_spec(pod, dataclasses.replace(spec, runtime_handler=handler))
         except ObjectUnavailable as exc:
             if exc.pending:  # not listed yet: no attempt, as for an object not read yet
                 return SandboxFailure("", NOT_YET_READ_RETRY_S)
             return self._sandbox_failed(pod, str(exc), exc)
-        spec = dataclasses.replace(spec, runtime_handler=handler)
+        except SandboxConfigError as exc:
+            return self._sandbox_failed(pod, str(exc), exc)
         Path(spec.log_directory).mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         self._metrics.started_pods.inc()
@@ -318,7 +326,7 @@ class PodSyncer:
             pod.full_name,
             spec.attempt,
             sandbox_id[:13],
-            handler or "default",
+            spec.runtime_handler or "default",
             (time.monotonic() - started) * 1000,
         )
         ip = "" if pod.host_network else self._runtime.sandbox_status(sandbox_id).ip

@@ -91,6 +91,9 @@ def test_defaults_without_a_file() -> None:
         event_record_qps=50,
         event_burst=100,
         config_map_and_secret_change_detection_strategy="Watch",
+        cluster_dns=(),
+        cluster_domain="",
+        resolv_conf="/etc/resolv.conf",
         system_reserved=(),
         kube_reserved=(),
         eviction_hard=(
@@ -301,8 +304,6 @@ def test_unimplemented_kubelet_fields_warn(tmp_path: Path) -> None:
     path = write(
         tmp_path,
         """
-clusterDNS: [10.96.0.10]
-clusterDomain: cluster.local
 maxPods: 50
 cgroupDriver: systemd
 tracing:
@@ -315,8 +316,6 @@ podsPerCore: 10
     assert result.warnings == tuple(
         f'{path}: field "{name}" is not implemented by pkletd yet; ignored'
         for name in (
-            "clusterDNS",
-            "clusterDomain",
             "cgroupDriver",
             "tracing",
             "podsPerCore",
@@ -377,8 +376,8 @@ def test_unknown_field_with_suggestion(tmp_path: Path) -> None:
 
 
 def test_unknown_field_suggests_unimplemented_names_too(tmp_path: Path) -> None:
-    path, error = file_error(tmp_path, "clusterDns: [10.96.0.10]\n")
-    assert error == f'{path}: unknown field "clusterDns"; did you mean "clusterDNS"?'
+    path, error = file_error(tmp_path, "cgroupdriver: systemd\n")
+    assert error == f'{path}: unknown field "cgroupdriver"; did you mean "cgroupDriver"?'
 
 
 def test_unknown_field_without_suggestion(tmp_path: Path) -> None:

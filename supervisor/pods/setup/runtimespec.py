@@ -7,7 +7,7 @@ own pods by them. Log paths are the kubelet's:
 cgroup parent is the pod's cgroup (``cgroups``); a container's resources, and the
 sandbox's (its pod's totals and its overhead), come from ``resources``; the namespaces of
 both from ``namespaces``. The sandbox's runtime handler is the pod's RuntimeClass's, which
-``podsync`` looks up.
+``podsync`` looks up; its hostname and resolver are ``PodSetup.sandbox_spec``'s.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def sandbox_spec(pod: Pod, attempt: int, logs_root: Path) -> SandboxSpec:
         namespace=pod.namespace,
         uid=pod.uid,
         attempt=attempt,
-        hostname="" if pod.host_network else pod.name[:63].rstrip("-."),
+        hostname="",  # PodSetup.sandbox_spec's
         log_directory=str(pod_log_dir(logs_root, pod)),
         host_network=pod.host_network,
         labels=labels,

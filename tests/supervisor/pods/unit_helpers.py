@@ -18,7 +18,7 @@ from pkletd.ipc.runtime.cri import (
 from pkletd.supervisor.pods.cgroups.podcgroups import CgroupTree, PodCgroups
 from pkletd.supervisor.pods.events import EventRecorder
 from pkletd.supervisor.pods.fakeruntime import FakeRuntime
-from pkletd.supervisor.pods.nodeinfo import NodeInfo
+from pkletd.supervisor.pods.nodeinfo import DnsSettings, NodeInfo
 from pkletd.supervisor.pods.objects import ApiObjects
 from pkletd.supervisor.pods.podmetrics import PodMetrics
 from pkletd.supervisor.pods.podsync import PodSyncer
@@ -129,8 +129,10 @@ def fake_syncer(
     metrics: PodMetrics | None = None,
 ) -> PodSyncer:
     """A pod syncer on the fake runtime, with its cgroups and dirs under ``tmp``; API
-    objects from ``objects`` (default: none, as on a standalone node)."""
-    node = NodeInfo("node", ("10.0.0.1",), tmp / "root")
+    objects from ``objects`` (default: none, as on a standalone node). The node has a
+    cluster DNS, as a cluster's nodes have, and no resolver file of its own."""
+    dns = DnsSettings(("10.96.0.10",), "cluster.local", "")
+    node = NodeInfo("node", ("10.0.0.1",), tmp / "root", dns=dns)
     (tmp / "cgroup").mkdir()
     cgroups = PodCgroups(CgroupTree(tmp / "cgroup", v2=True), 2000, 2**30)
     objects = ApiObjects(standalone=True) if objects is None else objects

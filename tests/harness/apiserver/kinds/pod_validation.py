@@ -13,6 +13,7 @@ import copy
 
 from tests.harness.apiserver.kinds.base import Obj, semantically_equal
 from tests.harness.apiserver.kinds.pod_defaults import CONTAINER_LISTS
+from tests.harness.apiserver.kinds.pod_dns_validation import validate_dns
 from tests.harness.apiserver.validation import FieldError, dns1123_label, dns1123_subdomain
 
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
@@ -72,6 +73,7 @@ def validate_spec(spec: Obj) -> list[FieldError]:
     errs += validate_ephemeral(spec)
     errs += _enum(spec, "restartPolicy", RESTART_POLICIES)
     errs += _enum(spec, "dnsPolicy", DNS_POLICIES)
+    errs += validate_dns(spec)
     for key in ("nodeName", "serviceAccountName"):
         if spec.get(key):
             errs += [
