@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import zmq
+from pkletd.ipc.apimodel.podenums import PodSource
 from pkletd.ipc.bus.codec import BadMessage, Envelope
 from pkletd.ipc.bus.messages import (
     EventRecorded,
@@ -109,7 +110,11 @@ FACTS_FROM = {
 }
 # Pod-source facts (PodsListed, ManifestRejected) come from the worker of the source
 # they name, and from no other: source -> worker.
-SOURCE_WORKERS = {"file": "file-source", "http": "http-source", "api": "api-watcher"}
+SOURCE_WORKERS = {
+    PodSource.FILE: "file-source",
+    PodSource.HTTP: "http-source",
+    PodSource.API: "api-watcher",
+}
 
 
 def node_ip(node_name: str) -> str:

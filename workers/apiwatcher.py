@@ -22,6 +22,7 @@ from typing import Any
 import kubernetes.client
 from pkletd.ipc.apiclient import kubeapi
 from pkletd.ipc.apiclient.reflector import Broken, Listed, Reflector, Seen
+from pkletd.ipc.apimodel.podenums import TERMINAL_PHASES, PodSource
 from pkletd.ipc.bus.messages import Message, PodsListed, Snapshot
 from pkletd.ipc.bus.sockets import WorkerBus
 from pkletd.ipc.wakeup import Inbox
@@ -29,9 +30,8 @@ from pkletd.workers.lifecycle import WorkerSettings, serve
 
 log = logging.getLogger(__name__)
 
-SOURCE = "api"
+SOURCE = PodSource.API
 MIRROR = "kubernetes.io/config.mirror"
-TERMINAL = ("Succeeded", "Failed")
 VOLATILE = ("resourceVersion", "managedFields")  # metadata that changes with every write
 
 
@@ -44,7 +44,7 @@ def source_view(pod: dict[str, Any]) -> dict[str, Any]:
     }
     view = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod.get("spec", {})}
     phase = pod.get("status", {}).get("phase")
-    if phase in TERMINAL:
+    if phase in TERMINAL_PHASES:
         view["status"] = {"phase": phase}
     return view
 

@@ -33,13 +33,14 @@ from pkletd.ipc.apimodel.manifests import (
     load_documents,
     static_pod,
 )
+from pkletd.ipc.apimodel.podenums import PodSource
 from pkletd.ipc.bus.messages import ManifestRejected, Message, PodsListed, Snapshot
 from pkletd.ipc.bus.sockets import WorkerBus
 from pkletd.workers.lifecycle import WorkerSettings, serve
 
 log = logging.getLogger(__name__)
 
-SOURCE = "file"
+SOURCE = PodSource.FILE
 SETTLE_S = 0.05  # let a burst of inotify events (editor save, cp) settle before reading
 RETRY_WATCH_S = 1.0
 

@@ -43,6 +43,7 @@ from pkletd.ipc.apimodel.manifests import (
     static_pod,
     url_origin,
 )
+from pkletd.ipc.apimodel.podenums import PodSource
 from pkletd.ipc.bus.messages import ManifestRejected, Message, PodsListed, Snapshot
 from pkletd.ipc.bus.sockets import WorkerBus
 from pkletd.ipc.wakeup import Inbox
@@ -50,7 +51,7 @@ from pkletd.workers.lifecycle import WorkerSettings, serve
 
 log = logging.getLogger(__name__)
 
-SOURCE = "http"
+SOURCE = PodSource.HTTP
 TIMEOUT_S = 10.0  # the kubelet's client timeout for the manifest URL
 MAX_BODY = 10 << 20  # the kubelet's maxConfigLength
 

@@ -17,6 +17,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
+from pkletd.ipc.apimodel.podenums import PodSource
 from pkletd.ipc.apimodel.podspec import PodUID
 from pkletd.ipc.apimodel.probespec import ProbeType
 from pkletd.ipc.apimodel.references import ObjectKind
@@ -97,7 +98,7 @@ class PodsListed:
     """A pod source read all of its pods: the full desired set for that source."""
 
     kind = "PodsListed"
-    source: str
+    source: PodSource
     pods: list[dict[str, Any]]
 
 
@@ -106,7 +107,7 @@ class ManifestRejected:
     """A pod source could not use one manifest; the other pods go on."""
 
     kind = "ManifestRejected"
-    source: str
+    source: PodSource
     path: str
     reason: str
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from pkletd.ipc.apimodel.podenums import TERMINAL_PHASES, PodPhase, RestartPolicy
 from pkletd.ipc.apimodel.podspec import Container, Pod
 from pkletd.ipc.runtime.cri import ContainerInfo, ContainerState, SandboxState
 from pkletd.supervisor.pods.cgroups import qos
@@ -92,7 +93,7 @@ def container_status(
     return status
 
 
-def phase(pod: Pod, statuses: list[dict[str, Any]]) -> str:
+def phase(pod: Pod, statuses: list[dict[str, Any]]) -> PodPhase:
     running = waiting = stopped = succeeded = 0
     for s in statuses:
         state = s["state"]
@@ -106,16 +107,16 @@ def phase(pod: Pod, statuses: list[dict[str, Any]]) -> str:
         else:
             waiting += 1
     if waiting:
-        return "Pending"
+        return PodPhase.PENDING
     if running:
-        return "Running"
+        return PodPhase.RUNNING
     if not stopped:
-        return "Pending"
-    if pod.restart_policy == "Always":
-        return "Running"
+        return PodPhase.PENDING
+    if pod.restart_policy is RestartPolicy.ALWAYS:
+        return PodPhase.RUNNING
     if stopped == succeeded:
-        return "Succeeded"
-    return "Failed" if pod.restart_policy == "Never" else "Running"
+        return PodPhase.SUCCEEDED
+    return PodPhase.FAILED if pod.restart_policy is RestartPolicy.NEVER else PodPhase.RUNNING
 
 
 def _condition(kind: str, ok: bool, reason: str = "", message: str = "") -> dict[str, Any]:
@@ -128,12 +129,12 @@ def _condition(kind: str, ok: bool, reason: str = "", message: str = "") -> dict
 
 
 def conditions(
-    pod_phase: str, runtime: PodRuntime, statuses: list[dict[str, Any]], init: InitProgress
+    pod_phase: PodPhase, runtime: PodRuntime, statuses: list[dict[str, Any]], init: InitProgress
 ) -> list[dict[str, Any]]:
     sandbox = runtime.sandbox()
     sandbox_ready = sandbox is not None and sandbox.state is SandboxState.READY
     unready = [s["name"] for s in statuses if not s["ready"]]
-    done = pod_phase in ("Succeeded", "Failed")
+    done = pod_phase in TERMINAL_PHASES
     reason = "PodCompleted" if done else "ContainersNotReady"
     message = "" if done else f"containers with unready status: [{' '.join(unready)}]"
     incomplete = f"containers with incomplete status: [{' '.join(init.incomplete)}]"
@@ -179,7 +180,7 @@ def pod_status(
     sidecars = [s for s, c in zip(init_statuses, pod.init_containers, strict=True) if c.sidecar]
     pod_phase = _init_phase(pod, init) or phase(pod, statuses)
     if failure is not None:
-        pod_phase = "Failed"
+        pod_phase = PodPhase.FAILED
     sandbox = runtime.sandbox()
     pod_ip = host_ip if pod.host_network else (sandbox.ip if sandbox is not None else "")
     found = conditions(pod_phase, runtime, sidecars + statuses, init)
@@ -204,11 +205,11 @@ def pod_status(
     return status
 
 
-def _init_phase(pod: Pod, init: InitProgress) -> str | None:
+def _init_phase(pod: Pod, init: InitProgress) -> PodPhase | None:
     """Pending while initializing; Failed if an init container failed under Never."""
     if init.done:
         return None
-    return "Failed" if init.failed else "Pending"
+    return PodPhase.FAILED if init.failed else PodPhase.PENDING
 
 
 def _stamp(new: list[dict[str, Any]], previous: dict[str, Any] | None) -> list[dict[str, Any]]:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pkletd.ipc.apimodel import quantity
+from pkletd.ipc.apimodel.podenums import PodPhase
 from pkletd.ipc.bus.messages import (
     EvictionNeeded,
     EvictionThresholdMet,
@@ -312,7 +313,7 @@ class EvictionWorker:
 
 def _evicted(pod: PodDict) -> bool:
     status = pod.get("status") or {}
-    return bool(status.get("phase") == "Failed" and status.get("reason") == EVICTED)
+    return bool(status.get("phase") == PodPhase.FAILED and status.get("reason") == EVICTED)
 
 
 def _running(pod: PodDict) -> bool:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from pkletd.ipc.apimodel import quantity
+from pkletd.ipc.apimodel.podenums import PodSource
 from pkletd.ipc.apimodel.podspec import Container, Pod
 from pkletd.ipc.apimodel.priority import SYSTEM_CRITICAL
 
@@ -33,7 +34,6 @@ GUARANTEED_OOM_SCORE_ADJ = -997
 BEST_EFFORT_OOM_SCORE_ADJ = 1000
 SYSTEM_NODE_CRITICAL = "system-node-critical"
 SOURCE_ANNOTATION = "kubernetes.io/config.source"  # file, http or api
-API_SOURCE = "api"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 
@@ -65,7 +65,7 @@ def critical(pod: Pod) -> bool:
     mirror pod, or a priority of ``system-cluster-critical`` and above. Admitted under
     pressure, never evicted."""
     source = pod.annotations.get(SOURCE_ANNOTATION)
-    static = source is not None and source != API_SOURCE
+    static = source is not None and source != PodSource.API
     return static or MIRROR_ANNOTATION in pod.annotations or pod.priority >= SYSTEM_CRITICAL
 
 
