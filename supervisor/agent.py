@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import zmq
-from pkletd.ipc.apimodel.podenums import PodSource
 from pkletd.ipc.bus.codec import BadMessage, Envelope
 from pkletd.ipc.bus.messages import (
     EventRecorded,
@@ -50,6 +49,7 @@ from pkletd.ipc.bus.messages import (
     WorkerReady,
 )
 from pkletd.ipc.bus.sockets import ParentBus
+from pkletd.ipc.bus.workername import WorkerName
 from pkletd.ipc.runtime.cri import CriError
 from pkletd.ipc.wakeup import Wakeup
 from pkletd.supervisor.children import Children, State
@@ -85,35 +85,29 @@ from pkletd.supervisor.pods.proberesults import ProbeResults
 from pkletd.supervisor.pods.runtime import Runtime
 from pkletd.supervisor.pods.setup.podsetup import PodSetup
 from pkletd.supervisor.pods.syncloop import Parts, SyncLoop
+from pkletd.supervisor.workerset import SOURCE_WORKERS, sources
 
 log = logging.getLogger(__name__)
 
 ALIVE_S = 1.0
 FACTS_FROM = {
-    PodLifecycleEvent: "pleg",
-    RelistCompleted: "pleg",
-    PlegModeChanged: "pleg",
-    ProbeResult: "prober",
-    ProbeMetrics: "prober",
-    NodeReported: "node-lease",
-    PodDeleted: "status-manager",
-    ObjectFetched: "pod-objects",
-    TokenIssued: "pod-objects",
-    ServicesListed: "pod-objects",
-    GarbageFound: "image-gc",
-    SignalsObserved: "eviction",
-    EvictionThresholdMet: "eviction",
-    EvictionNeeded: "eviction",
-    NodeShutdownStarted: "node-shutdown",
-    NodeShutdownCancelled: "node-shutdown",
-    InhibitorReported: "node-shutdown",
-}
-# Pod-source facts (PodsListed, ManifestRejected) come from the worker of the source
-# they name, and from no other: source -> worker.
-SOURCE_WORKERS = {
-    PodSource.FILE: "file-source",
-    PodSource.HTTP: "http-source",
-    PodSource.API: "api-watcher",
+    PodLifecycleEvent: WorkerName.PLEG,
+    RelistCompleted: WorkerName.PLEG,
+    PlegModeChanged: WorkerName.PLEG,
+    ProbeResult: WorkerName.PROBER,
+    ProbeMetrics: WorkerName.PROBER,
+    NodeReported: WorkerName.NODE_LEASE,
+    PodDeleted: WorkerName.STATUS_MANAGER,
+    ObjectFetched: WorkerName.POD_OBJECTS,
+    TokenIssued: WorkerName.POD_OBJECTS,
+    ServicesListed: WorkerName.POD_OBJECTS,
+    GarbageFound: WorkerName.IMAGE_GC,
+    SignalsObserved: WorkerName.EVICTION,
+    EvictionThresholdMet: WorkerName.EVICTION,
+    EvictionNeeded: WorkerName.EVICTION,
+    NodeShutdownStarted: WorkerName.NODE_SHUTDOWN,
+    NodeShutdownCancelled: WorkerName.NODE_SHUTDOWN,
+    InhibitorReported: WorkerName.NODE_SHUTDOWN,
 }
 
 
@@ -135,7 +129,7 @@ class Agent:
         self,
         config: KubeletConfig,
         forkserver: ForkServer,
-        worker_names: list[str],
+        worker_names: list[WorkerName],
         runtime: Runtime,
         operations: RuntimeOperations,
     ) -> None:
@@ -147,11 +141,10 @@ class Agent:
         self._control = ControlServer(run_dir)
         self._notifier = Notifier()
         self._runtime = runtime
-        sources = [s for s, worker in SOURCE_WORKERS.items() if worker in worker_names]
         self._pod_workers = PodWorkers(config.pod_sync_parallelism)
         self._probes = ProbeResults()
         host_ip = config.node_ip.split(",")[0] or node_ip(config.node_name)
-        self._pods = Pods(host_ip, sources, self._probes)
+        self._pods = Pods(host_ip, sources(worker_names), self._probes)
         self._events = EventRecorder()
         self._machine = MachineFacts.read(Path(config.root_dir))  # read once, for both uses
         self._node = NodeState(config.node_name, bool(config.kubeconfig), self._events)
@@ -180,7 +173,7 @@ class Agent:
         self._next_watchdog = 0.0
         self._signals = Wakeup()
 
-    def _parts(self, config: KubeletConfig, worker_names: list[str]) -> Parts:
+    def _parts(self, config: KubeletConfig, worker_names: list[WorkerName]) -> Parts:
         allocatable = node_allocatable(config, node_capacity(config, self._machine))
         node = NodeInfo(
             config.node_name,
@@ -193,7 +186,7 @@ class Agent:
         )
         labels = node_labels(config, self._machine)
         # Without the worker that reads them (no API server) there are no objects to wait for.
-        objects = ApiObjects(standalone="pod-objects" not in worker_names)
+        objects = ApiObjects(standalone=WorkerName.POD_OBJECTS not in worker_names)
         syncer = PodSyncer(
             self._runtime,
             Path(config.pod_logs_dir),
@@ -302,7 +295,7 @@ class Agent:
             report = self._metrics.report(
                 self._pods, self._children, self._bus, self._forkserver.pid
             )
-            if "node-shutdown" in self._children.workers:
+            if WorkerName.NODE_SHUTDOWN in self._children.workers:
                 report.families.extend(self._node_shutdown.families())
             self._bus.publish(report)
             self._next_report = now + REPORT_S
@@ -332,7 +325,7 @@ class Agent:
     def _publish_events(self) -> None:
         """Hand new events to the status manager once it listens: broadcasts before it
         subscribed would be lost, so they wait in the recorder (at most 1000)."""
-        poster = self._children.workers.get("status-manager")
+        poster = self._children.workers.get(WorkerName.STATUS_MANAGER)
         if poster is not None and poster.state is State.RUNNING:
             for event in self._events.take_new():
                 self._bus.publish(EventRecorded(event.api()))
@@ -348,10 +341,10 @@ class Agent:
         elif isinstance(report, Exited):
             self._children.exited(report.pid, report.code)
 
-    def _worker_ready(self, name: str) -> None:
-        if name == "http":
+    def _worker_ready(self, name: WorkerName) -> None:
+        if name == WorkerName.HTTP:
             self._next_report = 0.0  # a restarted http worker serves the parent's metrics at once
-        if name == "node-shutdown" and self._node_shutdown.done:
+        if name == WorkerName.NODE_SHUTDOWN and self._node_shutdown.done:
             self._bus.publish(ReleaseShutdownInhibitor())  # a restarted worker took a new lock
         if not self._announced_ready and all(
             w.state is State.RUNNING for w in self._children.workers.values()
@@ -373,7 +366,8 @@ class Agent:
 
     def _on_message(self, identity: bytes, envelope: Envelope) -> None:
         name, _, pid_text = identity.decode(errors="replace").partition("/")
-        worker = self._children.workers.get(name)
+        known = WorkerName.of(name)
+        worker = self._children.workers.get(known) if known is not None else None
         pid = int(pid_text) if pid_text.isascii() and pid_text.isdigit() else -1  # not "²"
         if worker is None or worker.pid != pid or envelope.sender != name:
             log.warning(
@@ -385,15 +379,15 @@ class Agent:
         message = envelope.message
         wanted_sender = FACTS_FROM.get(type(message))
         if isinstance(message, (PodsListed, ManifestRejected)):
-            wanted_sender = SOURCE_WORKERS.get(message.source, "")  # unknown: nobody
+            wanted_sender = SOURCE_WORKERS[message.source]
         if wanted_sender is not None and wanted_sender != name:
             log.error("dropped message from the wrong worker worker=%s kind=%s", name, message.kind)
             return
-        self._children.heartbeat(name, pid)
+        self._children.heartbeat(worker.name, pid)
         if isinstance(message, (Hello, SnapshotRequest)):
             self._bus.reply(identity, self._snapshot())
         elif isinstance(message, WorkerReady):
-            self._children.ready(name, pid)
+            self._children.ready(worker.name, pid)
         elif isinstance(message, Heartbeat):
             pass
         elif isinstance(message, PodsListed):
@@ -495,13 +489,14 @@ class Agent:
             name = request.body.get("name")
             if not isinstance(name, str):
                 return {"ok": False, "error": "restart-worker needs a worker name (a string)"}
-            if name not in self._children.workers:
+            worker = WorkerName.of(name)
+            if worker is None or worker not in self._children.workers:
                 return {
                     "ok": False,
                     "error": f"no worker named {name!r}",
                     "names": sorted(self._children.workers),
                 }
-            self._children.restart(name)
+            self._children.restart(worker)
             return {"ok": True}
         if command == "stop":
             self._begin_stop("stop requested")
@@ -510,7 +505,7 @@ class Agent:
 
     def _node_status(self) -> dict[str, Any]:
         found = self._node.status()
-        if "node-shutdown" in self._children.workers:
+        if WorkerName.NODE_SHUTDOWN in self._children.workers:
             found["shutdown"] = self._node_shutdown.status()
         return found
 

@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pkletd.ipc.bus.workername import WorkerName
+
 log = logging.getLogger(__name__)
 
 STABLE_S = 10.0
@@ -49,7 +51,7 @@ _ALLOWED = {
 class Spawner(Protocol):
     """What the supervisor needs from whoever forks (the fork server)."""
 
-    def spawn(self, name: str) -> None: ...
+    def spawn(self, name: WorkerName) -> None: ...
 
     def signal(self, pid: int, sig: int) -> None: ...
 
@@ -65,7 +67,7 @@ def classify(code: int, expected: bool) -> str:
 
 @dataclass
 class WorkerProcess:
-    name: str
+    name: WorkerName
     state: State = State.STOPPED
     pid: int = 0
     restarts: int = 0
@@ -105,18 +107,18 @@ class Children:
 
     def __init__(
         self,
-        names: Iterable[str],
+        names: Iterable[WorkerName],
         spawner: Spawner,
         heartbeat_timeout: float,
         clock: Callable[[], float] = time.monotonic,
-        on_ready: Callable[[str], None] = lambda name: None,
+        on_ready: Callable[[WorkerName], None] = lambda name: None,
     ) -> None:
         self.workers = {name: WorkerProcess(name) for name in names}
         self._spawner = spawner
         self._timeout = heartbeat_timeout
         self._clock = clock
         self._on_ready = on_ready
-        self._pending: dict[str, WorkerProcess] = {}  # spawned, pid not yet known
+        self._pending: dict[WorkerName, WorkerProcess] = {}  # spawned, pid not yet known
         self.shutting_down = False
 
     def start_all(self) -> None:
@@ -134,7 +136,7 @@ class Children:
 
     # --- facts -------------------------------------------------------------------
 
-    def spawned(self, name: str, pid: int) -> None:
+    def spawned(self, name: WorkerName, pid: int) -> None:
         worker = self._pending.pop(name, None)
         if worker is not None:
             worker.pid = pid
@@ -144,7 +146,7 @@ class Children:
     def by_pid(self, pid: int) -> WorkerProcess | None:
         return next((w for w in self.workers.values() if w.pid == pid and pid), None)
 
-    def ready(self, name: str, pid: int) -> None:
+    def ready(self, name: WorkerName, pid: int) -> None:
         worker = self.workers.get(name)
         if worker is None or worker.pid != pid or worker.state is not State.STARTING:
             return
@@ -153,7 +155,7 @@ class Children:
         worker._become(State.RUNNING, now, f"ready_after_ms={(now - worker.started_at) * 1000:.1f}")
         self._on_ready(name)
 
-    def heartbeat(self, name: str, pid: int) -> None:
+    def heartbeat(self, name: WorkerName, pid: int) -> None:
         worker = self.workers.get(name)
         if worker is not None and worker.pid == pid:
             worker.last_heartbeat = self._clock()
@@ -195,7 +197,7 @@ class Children:
 
     # --- commands -----------------------------------------------------------------
 
-    def restart(self, name: str) -> None:
+    def restart(self, name: WorkerName) -> None:
         """Graceful restart: SIGTERM now, SIGKILL after the grace, start again at exit."""
         worker = self.workers[name]
         if worker.state is State.BACKOFF:
