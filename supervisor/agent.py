@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import logging
 import signal
-import socket
 import time
-from pathlib import Path
 from typing import Any
 
 import zmq
@@ -48,44 +46,16 @@ from pkletd.ipc.bus.messages import (
     TokenIssued,
     WorkerReady,
 )
-from pkletd.ipc.bus.sockets import ParentBus
 from pkletd.ipc.bus.workername import WorkerName
 from pkletd.ipc.runtime.cri import CriError
 from pkletd.ipc.wakeup import Wakeup
 from pkletd.supervisor.children import Children, State
-from pkletd.supervisor.config import KubeletConfig
-from pkletd.supervisor.control import ControlServer, Request
-from pkletd.supervisor.forkserver import Exited, ForkServer, Spawned
-from pkletd.supervisor.metrics.report import REPORT_S, AgentMetrics
-from pkletd.supervisor.metrics.runtimeops import RuntimeOperations
-from pkletd.supervisor.node.cluster import NodeState
-from pkletd.supervisor.node.facts import (
-    MachineFacts,
-    compose_node,
-    container_runtime_version,
-    node_allocatable,
-    node_capacity,
-    node_labels,
-)
-from pkletd.supervisor.node.pressure import NodePressure
-from pkletd.supervisor.node.shutdown import NodeShutdown
-from pkletd.supervisor.notify import Notifier
-from pkletd.supervisor.pods import admission
-from pkletd.supervisor.pods.book import Pods
-from pkletd.supervisor.pods.cgroups.podcgroups import PodCgroups
-from pkletd.supervisor.pods.events import EventRecorder
-from pkletd.supervisor.pods.garbage import GarbageCollector, Thresholds
-from pkletd.supervisor.pods.garbagecheck import GarbageCheck
-from pkletd.supervisor.pods.garbageremover import GarbageRemover
-from pkletd.supervisor.pods.nodeinfo import NodeInfo, kernel_version
-from pkletd.supervisor.pods.objects import ApiObjects
-from pkletd.supervisor.pods.podsync import PodSyncer
-from pkletd.supervisor.pods.podworkers import PodWorkers
-from pkletd.supervisor.pods.proberesults import ProbeResults
-from pkletd.supervisor.pods.runtime import Runtime
-from pkletd.supervisor.pods.setup.podsetup import PodSetup
-from pkletd.supervisor.pods.syncloop import Parts, SyncLoop
-from pkletd.supervisor.workerset import SOURCE_WORKERS, sources
+from pkletd.supervisor.control import Request
+from pkletd.supervisor.forkserver import Exited, Spawned
+from pkletd.supervisor.metrics.report import REPORT_S
+from pkletd.supervisor.node.facts import compose_node, container_runtime_version
+from pkletd.supervisor.parts import ParentParts
+from pkletd.supervisor.workerset import SOURCE_WORKERS
 
 log = logging.getLogger(__name__)
 
@@ -111,59 +81,29 @@ FACTS_FROM = {
 }
 
 
-def node_ip(node_name: str) -> str:
-    """The node's first non-loopback IPv4 address by name resolution, else loopback."""
-    try:
-        infos = socket.getaddrinfo(node_name, None, socket.AF_INET)
-    except OSError:
-        return "127.0.0.1"
-    for info in infos:
-        address = str(info[4][0])
-        if not address.startswith("127."):
-            return address
-    return "127.0.0.1"
-
-
 class Agent:
-    def __init__(
-        self,
-        config: KubeletConfig,
-        forkserver: ForkServer,
-        worker_names: list[WorkerName],
-        runtime: Runtime,
-        operations: RuntimeOperations,
-    ) -> None:
-        self._config = config
-        self._metrics = AgentMetrics(config.node_name, operations)  # counts the runtime's calls
-        run_dir = Path(config.run_dir)
-        self._forkserver = forkserver
-        self._bus = ParentBus(run_dir)
-        self._control = ControlServer(run_dir)
-        self._notifier = Notifier()
-        self._runtime = runtime
-        self._pod_workers = PodWorkers(config.pod_sync_parallelism)
-        self._probes = ProbeResults()
-        host_ip = config.node_ip.split(",")[0] or node_ip(config.node_name)
-        self._pods = Pods(host_ip, sources(worker_names), self._probes)
-        self._events = EventRecorder()
-        self._machine = MachineFacts.read(Path(config.root_dir))  # read once, for both uses
-        self._node = NodeState(config.node_name, bool(config.kubeconfig), self._events)
+    """Runs the parent's parts (``parts.build`` makes them from the configuration)."""
+
+    def __init__(self, parts: ParentParts) -> None:
+        self._parts = parts
+        self._config = parts.config
+        self._forkserver = parts.forkserver
+        self._bus = parts.bus
+        self._control = parts.control
+        self._notifier = parts.notifier
+        self._runtime = parts.runtime
+        self._pod_workers = parts.pod_workers
+        self._pods = parts.pods
+        self._sync = parts.sync
+        self._garbage = parts.garbage
+        self._node_shutdown = parts.node_shutdown
+        self._pressure = parts.pressure
         self._node_object: dict[str, Any] = {}  # what the node-lease worker registers
-        self._sync = SyncLoop(self._parts(config, worker_names), self._bus.publish)
-        self._garbage = GarbageCollector(
-            GarbageCheck(self._pods, self._pod_workers.busy),
-            GarbageRemover(runtime, Path(config.pod_logs_dir)),
-            self._events,
-            config.node_name,
-            Thresholds(
-                config.image_gc_high_threshold_percent, config.image_gc_low_threshold_percent
-            ),
-            self._bus.publish,
-        )
-        self._node_shutdown = NodeShutdown.of(config, self._sync, self._events)
-        self._pressure = NodePressure(config.node_name, self._events)
         self._children = Children(
-            worker_names, forkserver, config.worker_heartbeat_timeout, on_ready=self._worker_ready
+            parts.workers,
+            parts.forkserver,
+            parts.config.worker_heartbeat_timeout,
+            on_ready=self._worker_ready,
         )
         self._stopping = False
         self._signalled = ""
@@ -172,42 +112,6 @@ class Agent:
         self._next_report = 0.0
         self._next_watchdog = 0.0
         self._signals = Wakeup()
-
-    def _parts(self, config: KubeletConfig, worker_names: list[WorkerName]) -> Parts:
-        allocatable = node_allocatable(config, node_capacity(config, self._machine))
-        node = NodeInfo(
-            config.node_name,
-            (self._pods.host_ip,),
-            Path(config.root_dir),
-            cpu=allocatable["cpu"],
-            memory=allocatable["memory"],
-            ephemeral_storage=allocatable["ephemeral-storage"],
-            kernel=kernel_version(),
-        )
-        labels = node_labels(config, self._machine)
-        # Without the worker that reads them (no API server) there are no objects to wait for.
-        objects = ApiObjects(standalone=WorkerName.POD_OBJECTS not in worker_names)
-        syncer = PodSyncer(
-            self._runtime,
-            Path(config.pod_logs_dir),
-            self._events,
-            PodSetup(node, objects, self._events),
-            PodCgroups.host(config.pod_pids_limit).start(),
-            objects,
-            self._metrics.pods,
-        )
-        return Parts(
-            runtime=self._runtime,
-            syncer=syncer,
-            pod_workers=self._pod_workers,
-            pods=self._pods,
-            probes=self._probes,
-            events=self._events,
-            admitter=admission.Admitter(admission.Node.of(node, config.max_pods, labels)),
-            sync_frequency=config.sync_frequency,
-            objects=objects,
-            metrics=self._metrics.pods,
-        )
 
     # --- the loop ------------------------------------------------------------------
 
@@ -230,7 +134,7 @@ class Agent:
         if self._config.kubeconfig:
             runtime = container_runtime_version(version)
             self._node_object = compose_node(
-                self._config, self._machine, self._pods.host_ip, runtime
+                self._config, self._parts.machine, self._pods.host_ip, runtime
             )
         self._children.start_all()
         while not (self._stopping and self._children.all_stopped()):
@@ -285,14 +189,14 @@ class Agent:
             self._bus.publish(
                 ParentAlive(
                     self._sync.runtime_ok,
-                    self._node.pleg_ok(),
+                    self._parts.node.pleg_ok(),
                     self._node_shutdown.shutting_down,
                     list(self._pressure.conditions),
                 )
             )
             self._next_alive = now + ALIVE_S
         if now >= self._next_report:
-            report = self._metrics.report(
+            report = self._parts.metrics.report(
                 self._pods, self._children, self._bus, self._forkserver.pid
             )
             if WorkerName.NODE_SHUTDOWN in self._children.workers:
@@ -327,7 +231,7 @@ class Agent:
         subscribed would be lost, so they wait in the recorder (at most 1000)."""
         poster = self._children.workers.get(WorkerName.STATUS_MANAGER)
         if poster is not None and poster.state is State.RUNNING:
-            for event in self._events.take_new():
+            for event in self._parts.events.take_new():
                 self._bus.publish(EventRecorded(event.api()))
 
     # --- workers ---------------------------------------------------------------------
@@ -406,12 +310,12 @@ class Agent:
         elif isinstance(message, ProbeMetrics):
             self._sync.on_probe_metrics(message)
         elif isinstance(message, RelistCompleted):
-            self._node.relisted()
-            self._metrics.pleg.relisted(message.duration_s, envelope.sent_at)
+            self._parts.node.relisted()
+            self._parts.metrics.pleg.relisted(message.duration_s, envelope.sent_at)
         elif isinstance(message, PlegModeChanged):
-            self._node.pleg_mode(message)
+            self._parts.node.pleg_mode(message)
         elif isinstance(message, NodeReported):
-            self._node.reported(message)
+            self._parts.node.reported(message)
         elif isinstance(message, PodDeleted):
             self._pods.final_delete_done(message.uid)
         elif isinstance(message, ObjectFetched):
@@ -456,8 +360,8 @@ class Agent:
             self._bus.seq,
             self._pods.api_pods(),
             self._pods.runtime_objects(),
-            self._probes.snapshot(),
-            self._probes.metrics,
+            self._parts.probes.snapshot(),
+            self._parts.probes.metrics,
             self._node_object,
             self._pods.awaiting_delete(),
             self._pressure.state,
@@ -504,7 +408,7 @@ class Agent:
         return {"ok": False, "error": f"unknown command {command!r}"}
 
     def _node_status(self) -> dict[str, Any]:
-        found = self._node.status()
+        found = self._parts.node.status()
         if WorkerName.NODE_SHUTDOWN in self._children.workers:
             found["shutdown"] = self._node_shutdown.status()
         return found
