@@ -15,36 +15,12 @@ import time
 from typing import Any
 
 import zmq
-from pkletd.ipc.bus.codec import BadMessage, Envelope
+from pkletd.ipc.bus.codec import BadMessage
 from pkletd.ipc.bus.messages import (
     EventRecorded,
-    EvictionNeeded,
-    EvictionThresholdMet,
-    GarbageFound,
-    Heartbeat,
-    Hello,
-    InhibitorReported,
-    ManifestRejected,
-    NodeReported,
-    NodeShutdownCancelled,
-    NodeShutdownStarted,
-    ObjectFetched,
     ParentAlive,
-    PlegModeChanged,
-    PodDeleted,
-    PodLifecycleEvent,
-    PodsListed,
-    ProbeMetrics,
-    ProbeResult,
-    ReclaimRequested,
     ReleaseShutdownInhibitor,
-    RelistCompleted,
-    ServicesListed,
-    SignalsObserved,
     Snapshot,
-    SnapshotRequest,
-    TokenIssued,
-    WorkerReady,
 )
 from pkletd.ipc.bus.workername import WorkerName
 from pkletd.ipc.runtime.cri import CriError
@@ -52,33 +28,15 @@ from pkletd.ipc.wakeup import Wakeup
 from pkletd.supervisor.children import Children, State
 from pkletd.supervisor.control import Request
 from pkletd.supervisor.forkserver import Exited, Spawned
+from pkletd.supervisor.messagehandlers import ParentHandlers
 from pkletd.supervisor.metrics.report import REPORT_S
 from pkletd.supervisor.node.facts import compose_node, container_runtime_version
 from pkletd.supervisor.parts import ParentParts
-from pkletd.supervisor.workerset import SOURCE_WORKERS
+from pkletd.supervisor.routing import Router, routes
 
 log = logging.getLogger(__name__)
 
 ALIVE_S = 1.0
-FACTS_FROM = {
-    PodLifecycleEvent: WorkerName.PLEG,
-    RelistCompleted: WorkerName.PLEG,
-    PlegModeChanged: WorkerName.PLEG,
-    ProbeResult: WorkerName.PROBER,
-    ProbeMetrics: WorkerName.PROBER,
-    NodeReported: WorkerName.NODE_LEASE,
-    PodDeleted: WorkerName.STATUS_MANAGER,
-    ObjectFetched: WorkerName.POD_OBJECTS,
-    TokenIssued: WorkerName.POD_OBJECTS,
-    ServicesListed: WorkerName.POD_OBJECTS,
-    GarbageFound: WorkerName.IMAGE_GC,
-    SignalsObserved: WorkerName.EVICTION,
-    EvictionThresholdMet: WorkerName.EVICTION,
-    EvictionNeeded: WorkerName.EVICTION,
-    NodeShutdownStarted: WorkerName.NODE_SHUTDOWN,
-    NodeShutdownCancelled: WorkerName.NODE_SHUTDOWN,
-    InhibitorReported: WorkerName.NODE_SHUTDOWN,
-}
 
 
 class Agent:
@@ -105,6 +63,8 @@ class Agent:
             parts.config.worker_heartbeat_timeout,
             on_ready=self._worker_ready,
         )
+        handlers = ParentHandlers(parts, self._children, self._snapshot, self._alive_now)
+        self._router = Router(routes(handlers), self._children)
         self._stopping = False
         self._signalled = ""
         self._announced_ready = False
@@ -266,94 +226,10 @@ class Agent:
             except BadMessage as exc:
                 log.error("dropped bad bus message reason=%s", exc)
                 continue
-            self._on_message(identity, envelope)
+            self._router.route(identity, envelope)
 
-    def _on_message(self, identity: bytes, envelope: Envelope) -> None:
-        name, _, pid_text = identity.decode(errors="replace").partition("/")
-        known = WorkerName.of(name)
-        worker = self._children.workers.get(known) if known is not None else None
-        pid = int(pid_text) if pid_text.isascii() and pid_text.isdigit() else -1  # not "²"
-        if worker is None or worker.pid != pid or envelope.sender != name:
-            log.warning(
-                "dropped message from unknown or stale worker identity=%r kind=%s",
-                identity,
-                envelope.message.kind,
-            )
-            return
-        message = envelope.message
-        wanted_sender = FACTS_FROM.get(type(message))
-        if isinstance(message, (PodsListed, ManifestRejected)):
-            wanted_sender = SOURCE_WORKERS[message.source]
-        if wanted_sender is not None and wanted_sender != name:
-            log.error("dropped message from the wrong worker worker=%s kind=%s", name, message.kind)
-            return
-        self._children.heartbeat(worker.name, pid)
-        if isinstance(message, (Hello, SnapshotRequest)):
-            self._bus.reply(identity, self._snapshot())
-        elif isinstance(message, WorkerReady):
-            self._children.ready(worker.name, pid)
-        elif isinstance(message, Heartbeat):
-            pass
-        elif isinstance(message, PodsListed):
-            self._sync.on_pods_listed(message)
-        elif isinstance(message, ManifestRejected):
-            log.error(
-                "manifest rejected source=%s path=%s reason=%s",
-                message.source,
-                message.path,
-                message.reason,
-            )
-        elif isinstance(message, PodLifecycleEvent):
-            self._sync.on_lifecycle_event(message)
-        elif isinstance(message, ProbeResult):
-            self._sync.on_probe_result(message, envelope.sent_at)
-        elif isinstance(message, ProbeMetrics):
-            self._sync.on_probe_metrics(message)
-        elif isinstance(message, RelistCompleted):
-            self._parts.node.relisted()
-            self._parts.metrics.pleg.relisted(message.duration_s, envelope.sent_at)
-        elif isinstance(message, PlegModeChanged):
-            self._parts.node.pleg_mode(message)
-        elif isinstance(message, NodeReported):
-            self._parts.node.reported(message)
-        elif isinstance(message, PodDeleted):
-            self._pods.final_delete_done(message.uid)
-        elif isinstance(message, ObjectFetched):
-            self._sync.on_object_fetched(message)
-        elif isinstance(message, TokenIssued):
-            self._sync.on_token_issued(message)
-        elif isinstance(message, ServicesListed):
-            self._sync.on_services_listed(message)
-        elif isinstance(message, GarbageFound):
-            self._garbage.on_found(message)
-        elif isinstance(message, ReclaimRequested):
-            self._garbage.reclaim(message.reason)
-        elif isinstance(message, (NodeShutdownStarted, NodeShutdownCancelled)):
-            self._on_node_shutdown(message)
-        elif isinstance(message, InhibitorReported):
-            self._node_shutdown.inhibitor(message)
-        elif isinstance(message, SignalsObserved):
-            self._on_signals(message)
-        elif isinstance(message, EvictionThresholdMet):
-            self._pressure.threshold_met(message)
-        elif isinstance(message, EvictionNeeded):
-            self._sync.evict(message, self._config.eviction_max_pod_grace_period)
-        else:
-            log.warning(
-                "dropped message not meant for the parent kind=%s worker=%s", message.kind, name
-            )
-
-    def _on_node_shutdown(self, message: NodeShutdownStarted | NodeShutdownCancelled) -> None:
-        if isinstance(message, NodeShutdownStarted):
-            self._node_shutdown.started()
-        else:
-            self._node_shutdown.cancelled()
-        self._next_alive = 0.0  # the node's Ready follows at once
-
-    def _on_signals(self, message: SignalsObserved) -> None:
-        if self._pressure.observed(message):
-            self._sync.under_pressure(self._pressure.conditions)
-            self._next_alive = 0.0  # the node's conditions follow at once
+    def _alive_now(self) -> None:
+        self._next_alive = 0.0
 
     def _snapshot(self) -> Snapshot:
         return Snapshot(

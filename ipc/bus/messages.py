@@ -6,9 +6,10 @@ data only (str, bytes, int, float, bool, lists and dicts of those, and string en
 and ids, which travel as their strings), so msgpack carries them without any
 custom types. Pods travel as Kubernetes API JSON dicts.
 
-Adding a message: define it here and add it to ``MESSAGES``; the round-trip test
-covers it automatically. Changing a field of an existing message: bump
-``SCHEMA_VERSION``.
+Adding a message: define it here and add it to ``MESSAGES`` and to ``FROM_WORKERS`` or
+``FROM_PARENT`` (who sends it); the round-trip test covers it automatically, and one the
+workers send needs its row in the parent's routing table. Changing a field of an existing
+message: bump ``SCHEMA_VERSION``.
 """
 
 from __future__ import annotations
@@ -670,3 +671,49 @@ MESSAGES: dict[str, type[Message]] = {
         EvictionNeeded,
     )
 }
+
+# Who sends what: the workers (to the parent, which routes each: supervisor/routing.py),
+# the parent (replies and broadcasts), or both (a worker's ReclaimRequested, which the
+# parent broadcasts to image-gc). Every message is in one or both.
+FROM_WORKERS: frozenset[type[Message]] = frozenset(
+    {
+        Hello,
+        SnapshotRequest,
+        WorkerReady,
+        Heartbeat,
+        PodsListed,
+        ManifestRejected,
+        PodLifecycleEvent,
+        RelistCompleted,
+        PlegModeChanged,
+        ProbeResult,
+        ProbeMetrics,
+        NodeShutdownStarted,
+        NodeShutdownCancelled,
+        InhibitorReported,
+        NodeReported,
+        PodDeleted,
+        ObjectFetched,
+        TokenIssued,
+        ServicesListed,
+        GarbageFound,
+        ReclaimRequested,
+        SignalsObserved,
+        EvictionThresholdMet,
+        EvictionNeeded,
+    }
+)
+FROM_PARENT: frozenset[type[Message]] = frozenset(
+    {
+        Snapshot,
+        PodStatusUpdated,
+        PodForgotten,
+        PodTerminated,
+        EventRecorded,
+        ParentAlive,
+        ReleaseShutdownInhibitor,
+        MetricsReport,
+        GarbageCollected,
+        ReclaimRequested,
+    }
+)
