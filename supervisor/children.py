@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pkletd.ipc.bus.workername import WorkerName
 from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ _ALLOWED = {
 class Spawner(Protocol):
     """What the supervisor needs from whoever forks (the fork server)."""
 
-    def spawn(self, name: str) -> None: ...
+    def spawn(self, name: WorkerName) -> None: ...
 
     def signal(self, pid: int, sig: int) -> None: ...
 
@@ -66,7 +67,7 @@ def classify(code: int, expected: bool) -> str:
 
 @dataclass
 class WorkerProcess:
-    name: str
+    name: WorkerName
     state: State = State.STOPPED
     pid: int = 0
     restarts: int = 0
@@ -106,18 +107,18 @@ class Children:
 
     def __init__(
         self,
-        names: Iterable[str],
+        names: Iterable[WorkerName],
         spawner: Spawner,
         heartbeat_timeout: float,
         clock: Clock = SYSTEM_CLOCK,
-        on_ready: Callable[[str], None] = lambda name: None,
+        on_ready: Callable[[WorkerName], None] = lambda name: None,
     ) -> None:
         self.workers = {name: WorkerProcess(name) for name in names}
         self._spawner = spawner
         self._timeout = heartbeat_timeout
         self._clock = clock
         self._on_ready = on_ready
-        self._pending: dict[str, WorkerProcess] = {}  # spawned, pid not yet known
+        self._pending: dict[WorkerName, WorkerProcess] = {}  # spawned, pid not yet known
         self.shutting_down = False
 
     def start_all(self) -> None:
@@ -135,7 +136,7 @@ class Children:
 
     # --- facts -------------------------------------------------------------------
 
-    def spawned(self, name: str, pid: int) -> None:
+    def spawned(self, name: WorkerName, pid: int) -> None:
         worker = self._pending.pop(name, None)
         if worker is not None:
             worker.pid = pid
@@ -145,7 +146,7 @@ class Children:
     def by_pid(self, pid: int) -> WorkerProcess | None:
         return next((w for w in self.workers.values() if w.pid == pid and pid), None)
 
-    def ready(self, name: str, pid: int) -> None:
+    def ready(self, name: WorkerName, pid: int) -> None:
         worker = self.workers.get(name)
         if worker is None or worker.pid != pid or worker.state is not State.STARTING:
             return
@@ -154,7 +155,7 @@ class Children:
         worker._become(State.RUNNING, now, f"ready_after_ms={(now - worker.started_at) * 1000:.1f}")
         self._on_ready(name)
 
-    def heartbeat(self, name: str, pid: int) -> None:
+    def heartbeat(self, name: WorkerName, pid: int) -> None:
         worker = self.workers.get(name)
         if worker is not None and worker.pid == pid:
             worker.last_heartbeat = self._clock.monotonic()
@@ -196,7 +197,7 @@ class Children:
 
     # --- commands -----------------------------------------------------------------
 
-    def restart(self, name: str) -> None:
+    def restart(self, name: WorkerName) -> None:
         """Graceful restart: SIGTERM now, SIGKILL after the grace, start again at exit."""
         worker = self.workers[name]
         if worker.state is State.BACKOFF:

@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pkletd.ipc.bus.workername import WorkerName
+
 DEFAULT_RUN_DIR = "/run/pkletd"
 CONTROL_SOCKET = "control.sock"
 TIMEOUT_S = 10.0
@@ -48,7 +50,8 @@ def _parser(starting: bool) -> argparse.ArgumentParser:
     status.add_argument("--run-dir", default=DEFAULT_RUN_DIR)
     status.add_argument("--json", action="store_true", help="print one JSON object")
     restart = commands.add_parser("restart-worker", help="restart one worker process gracefully")
-    restart.add_argument("name")
+    workers = ", ".join(WorkerName)
+    restart.add_argument("name", help=f"a worker that runs (see status): one of {workers}")
     restart.add_argument("--run-dir", default=DEFAULT_RUN_DIR)
     stop = commands.add_parser("stop", help="stop pkletd and its workers; pods keep running")
     stop.add_argument("--run-dir", default=DEFAULT_RUN_DIR)

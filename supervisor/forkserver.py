@@ -34,6 +34,7 @@ from pathlib import Path
 
 import msgpack
 import setproctitle
+from pkletd.ipc.bus.workername import WorkerName
 from pkletd.ipc.wakeup import Wakeup
 from pkletd.supervisor import logs
 
@@ -54,7 +55,7 @@ def die_with_parent(sig: int = signal.SIGKILL) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Spawned:
-    name: str
+    name: WorkerName
     pid: int
 
 
@@ -67,7 +68,7 @@ class Exited:
 class ForkServer:
     """The parent's handle on the fork server process."""
 
-    def __init__(self, entries: Mapping[str, WorkerEntry], log_dir: Path) -> None:
+    def __init__(self, entries: Mapping[WorkerName, WorkerEntry], log_dir: Path) -> None:
         self._entries = entries
         self._log_dir = log_dir
         self._sock: socket.socket | None = None
@@ -87,7 +88,7 @@ class ForkServer:
         assert self._sock is not None
         return self._sock.fileno()
 
-    def spawn(self, name: str) -> None:
+    def spawn(self, name: WorkerName) -> None:
         self._send({"op": "spawn", "name": name})
 
     def signal(self, pid: int, sig: int) -> None:
@@ -105,7 +106,7 @@ class ForkServer:
             return None
         report = msgpack.unpackb(packet)
         if report["op"] == "spawned":
-            return Spawned(report["name"], report["pid"])
+            return Spawned(WorkerName(report["name"]), report["pid"])
         return Exited(report["pid"], report["code"])
 
     def close(self) -> None:
@@ -124,7 +125,7 @@ class ForkServer:
 # --- inside the fork server ------------------------------------------------------
 
 
-def _serve(sock: socket.socket, entries: Mapping[str, WorkerEntry], log_dir: Path) -> None:
+def _serve(sock: socket.socket, entries: Mapping[WorkerName, WorkerEntry], log_dir: Path) -> None:
     code = 0
     try:
         die_with_parent()
@@ -139,7 +140,9 @@ def _serve(sock: socket.socket, entries: Mapping[str, WorkerEntry], log_dir: Pat
 
 
 class _Server:
-    def __init__(self, sock: socket.socket, entries: Mapping[str, WorkerEntry], log_dir: Path):
+    def __init__(
+        self, sock: socket.socket, entries: Mapping[WorkerName, WorkerEntry], log_dir: Path
+    ):
         self._sock = sock
         self._entries = entries
         self._log_dir = log_dir
@@ -169,12 +172,12 @@ class _Server:
             return False
         request = msgpack.unpackb(packet)
         if request["op"] == "spawn":
-            self._spawn(request["name"])
+            self._spawn(WorkerName(request["name"]))
         elif request["op"] == "signal" and request["pid"] in self._children:
             os.kill(request["pid"], request["sig"])
         return True
 
-    def _spawn(self, name: str) -> None:
+    def _spawn(self, name: WorkerName) -> None:
         pid = os.fork()
         if pid == 0:
             self._become_worker(name)
@@ -182,7 +185,7 @@ class _Server:
         log.info("forked worker=%s pid=%d", name, pid)
         self._report({"op": "spawned", "name": name, "pid": pid})
 
-    def _become_worker(self, name: str) -> None:
+    def _become_worker(self, name: WorkerName) -> None:
         code = 1
         try:
             signal.set_wakeup_fd(-1)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import setproctitle
 from pkletd.ipc.runtime.cri import CriRuntime
-from pkletd.supervisor import logs, workerset
+from pkletd.supervisor import logs, parts, workerset
 from pkletd.supervisor.agent import Agent
 from pkletd.supervisor.config import KubeletConfig
 from pkletd.supervisor.forkserver import ForkServer
@@ -54,7 +54,7 @@ def start(config: KubeletConfig, warnings: tuple[str, ...]) -> int:
     runtime = CriRuntime(
         config.container_runtime_endpoint, config.runtime_request_timeout, operations.observe
     )
-    agent = Agent(config, forkserver, list(entries), runtime, operations)
+    agent = Agent(parts.build(config, forkserver, list(entries), runtime, operations))
     try:
         return agent.run()
     except BaseException:  # the top of the parent: stop the workers, exit non-zero for systemd

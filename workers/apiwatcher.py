@@ -25,6 +25,7 @@ from typing import Any
 import kubernetes.client
 from pkletd.ipc.apiclient import kubeapi
 from pkletd.ipc.apiclient.reflector import Broken, Listed, Reflector, Seen
+from pkletd.ipc.apimodel.podenums import TERMINAL_PHASES, PodSource
 from pkletd.ipc.apimodel.readiness import gate_conditions
 from pkletd.ipc.bus.messages import Message, PodsListed, Snapshot
 from pkletd.ipc.bus.sender import Sender
@@ -34,9 +35,8 @@ from pkletd.workers.lifecycle import WorkerSettings, serve
 
 log = logging.getLogger(__name__)
 
-SOURCE = "api"
+SOURCE = PodSource.API
 MIRROR = "kubernetes.io/config.mirror"
-TERMINAL = ("Succeeded", "Failed")
 VOLATILE = ("resourceVersion", "managedFields")  # metadata that changes with every write
 
 
@@ -51,7 +51,7 @@ def source_view(pod: dict[str, Any]) -> dict[str, Any]:
     view = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod.get("spec", {})}
     status: dict[str, Any] = {}
     phase = pod.get("status", {}).get("phase")
-    if phase in TERMINAL:
+    if phase in TERMINAL_PHASES:
         status["phase"] = phase
     gates = gate_conditions(pod)
     if gates:

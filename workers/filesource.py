@@ -37,6 +37,7 @@ from pkletd.ipc.apimodel.manifests import (
     marked_deleted,
     static_pod,
 )
+from pkletd.ipc.apimodel.podenums import PodSource
 from pkletd.ipc.bus.messages import (
     ManifestAccepted,
     ManifestRejected,
@@ -50,7 +51,7 @@ from pkletd.workers.lifecycle import WorkerSettings, serve
 
 log = logging.getLogger(__name__)
 
-SOURCE = "file"
+SOURCE = PodSource.FILE
 SETTLE_S = 0.05  # let a burst of inotify events (editor save, cp) settle before reading
 RETRY_WATCH_S = 1.0
 

@@ -46,6 +46,7 @@ from pkletd.ipc.apimodel.manifests import (
     static_pod,
     url_origin,
 )
+from pkletd.ipc.apimodel.podenums import PodSource
 from pkletd.ipc.bus.messages import (
     ManifestAccepted,
     ManifestRejected,
@@ -60,7 +61,7 @@ from pkletd.workers.lifecycle import WorkerSettings, serve
 
 log = logging.getLogger(__name__)
 
-SOURCE = "http"
+SOURCE = PodSource.HTTP
 TIMEOUT_S = 10.0  # the kubelet's client timeout for the manifest URL
 MAX_BODY = 10 << 20  # the kubelet's maxConfigLength
 

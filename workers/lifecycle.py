@@ -31,6 +31,7 @@ from pkletd.ipc.bus.messages import (
     WorkerReady,
 )
 from pkletd.ipc.bus.sockets import WorkerBus
+from pkletd.ipc.bus.workername import WorkerName
 from pkletd.ipc.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ HELLO_RETRY_S = 1.0
 class WorkerSettings:
     """What every worker gets from the parent at fork time."""
 
-    name: str
+    name: WorkerName
     run_dir: Path
     heartbeat_interval: float
 

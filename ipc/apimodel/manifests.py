@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pkletd.ipc.apimodel.podenums import PodSource
 from pkletd.ipc.apimodel.podspec import InvalidPod, parse_pod
 
 SOURCE_ANNOTATION = "kubernetes.io/config.source"
@@ -77,7 +78,7 @@ def load_documents(text: str) -> list[Any]:
         raise ManifestError(f"not valid YAML or JSON: {exc}".replace("\n", " ")) from exc
 
 
-def static_pod(raw: Any, source: str, origin: str, node_name: str) -> dict[str, Any]:
+def static_pod(raw: Any, source: PodSource, origin: str, node_name: str) -> dict[str, Any]:
     """One pod of a source, validated, with its static-pod identity applied."""
     try:
         if parse_pod(raw).ephemeral_containers:
@@ -89,7 +90,9 @@ def static_pod(raw: Any, source: str, origin: str, node_name: str) -> dict[str, 
     return pod
 
 
-def apply_identity(pod: dict[str, Any], source: str, origin: str, node_name: str) -> dict[str, Any]:
+def apply_identity(
+    pod: dict[str, Any], source: PodSource, origin: str, node_name: str
+) -> dict[str, Any]:
     """A copy of ``pod`` with the kubelet's static-pod identity (see the module doc)."""
     pod = copy.deepcopy(pod)
     meta = pod.setdefault("metadata", {})

@@ -12,6 +12,7 @@ it where its status shows why.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import ipaddress
 import json
 import re
@@ -36,16 +37,16 @@ from pkletd.ipc.apimodel.dnsspec import PodDns
 from pkletd.ipc.apimodel.envspec import EnvFrom, EnvVar
 from pkletd.ipc.apimodel.fieldcheck import InvalidField
 from pkletd.ipc.apimodel.namespacespec import Namespaces
+from pkletd.ipc.apimodel.podenums import TERMINAL_PHASES, PullPolicy, RestartPolicy
 from pkletd.ipc.apimodel.probespec import InvalidProbe, Probe, ProbeType, parse_hooks, parse_probes
 from pkletd.ipc.apimodel.resourcespec import Resources
 from pkletd.ipc.apimodel.securityspec import ContainerSecurity, PodSecurity
 from pkletd.ipc.apimodel.volumespec import Volume, VolumeMount
 
 _T = TypeVar("_T")
-RESTART_POLICIES = ("Always", "OnFailure", "Never")
 TERMINATION_MESSAGE_POLICIES = ("File", "FallbackToLogsOnError")
 DEFAULT_TERMINATION_MESSAGE_PATH = "/dev/termination-log"  # the API's default
-PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+_E = TypeVar("_E", bound=enum.StrEnum)
 DEFAULT_GRACE_S = 30
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -77,10 +78,10 @@ class Container:
     working_dir: str
     env: tuple[EnvVar, ...]
     ports: tuple[Port, ...]
-    image_pull_policy: str
+    image_pull_policy: PullPolicy
     hash: str
     probes: tuple[Probe, ...] = ()
-    restart_policy: str = ""  # "Always" on an init container makes it a sidecar
+    restart_policy: RestartPolicy | None = None  # Always on an init container: a sidecar
     post_start: Probe | None = None
     pre_stop: Probe | None = None
     env_from: tuple[EnvFrom, ...] = ()
@@ -96,7 +97,7 @@ class Container:
 
     @property
     def sidecar(self) -> bool:
-        return self.restart_policy == "Always"
+        return self.restart_policy is RestartPolicy.ALWAYS
 
     def probe(self, kind: ProbeType) -> Probe | None:
         return next((p for p in self.probes if p.type == kind), None)
@@ -116,7 +117,7 @@ class Pod:
     labels: dict[str, str]
     annotations: dict[str, str]
     containers: tuple[Container, ...]
-    restart_policy: str
+    restart_policy: RestartPolicy
     host_network: bool
     grace_period_s: int
     raw: dict[str, Any]
@@ -144,7 +145,7 @@ class Pod:
         """Its source says it ended (an API pod in phase Succeeded or Failed): a kubelet
         that restarts does not run it again."""
         status = self.raw.get("status")
-        return isinstance(status, dict) and status.get("phase") in ("Succeeded", "Failed")
+        return isinstance(status, dict) and status.get("phase") in TERMINAL_PHASES
 
     @property
     def sidecars(self) -> tuple[Container, ...]:
@@ -175,8 +176,8 @@ def parse_pod(raw: Any) -> Pod:
         labels=_string_map(meta.get("labels", {}), "metadata.labels"),
         annotations=annotations,
         containers=containers,
-        restart_policy=_choice(
-            spec.get("restartPolicy", "Always"), "spec.restartPolicy", RESTART_POLICIES
+        restart_policy=_member(
+            spec.get("restartPolicy", RestartPolicy.ALWAYS), "spec.restartPolicy", RestartPolicy
         ),
         host_network=_bool(spec.get("hostNetwork", False), "spec.hostNetwork"),
         grace_period_s=_grace_period(meta, spec),
@@ -215,7 +216,7 @@ def refused_pod(raw: Any, error: InvalidPod) -> Pod | None:
         labels={},
         annotations={},
         containers=(),
-        restart_policy="Never",
+        restart_policy=RestartPolicy.NEVER,
         host_network=False,
         grace_period_s=0,
         raw=raw,
@@ -342,10 +343,10 @@ def _container(value: Any, path: str, init: bool = False) -> Container:
         security=_field(securityspec.parse_container_security, c, path),
         resources=_field(resourcespec.parse_resources, c, path),
         ports=_ports(c.get("ports", []), f"{path}.ports"),
-        image_pull_policy=_choice(
+        image_pull_policy=_member(
             c.get("imagePullPolicy", default_pull_policy(image)),
             f"{path}.imagePullPolicy",
-            PULL_POLICIES,
+            PullPolicy,
         ),
         hash=container_hash(c),
         probes=_probes(c, path),
@@ -367,13 +368,13 @@ def _container(value: Any, path: str, init: bool = False) -> Container:
     )
 
 
-def _container_restart_policy(value: Any, path: str, init: bool) -> str:
+def _container_restart_policy(value: Any, path: str, init: bool) -> RestartPolicy | None:
     if value is None:
-        return ""
-    if not init or value != "Always":
+        return None
+    if not init or value != RestartPolicy.ALWAYS:
         where = "init containers" if init else "regular containers"
         raise InvalidPod(f"{path}.restartPolicy: unsupported value {value!r} for {where}")
-    return "Always"
+    return RestartPolicy.ALWAYS
 
 
 def _hooks(container: dict[str, Any], path: str) -> tuple[Probe | None, Probe | None]:
@@ -398,12 +399,14 @@ def container_hash(container: dict[str, Any]) -> str:
     return format(zlib.crc32(canonical.encode()), "08x")
 
 
-def default_pull_policy(image: str) -> str:
+def default_pull_policy(image: str) -> PullPolicy:
     """Always for ``:latest`` or an untagged image, else IfNotPresent (the API's default)."""
     last = image.rsplit("/", 1)[-1]
     if "@" in last:
-        return "IfNotPresent"
-    return "Always" if ":" not in last or last.endswith(":latest") else "IfNotPresent"
+        return PullPolicy.IF_NOT_PRESENT
+    if ":" not in last or last.endswith(":latest"):
+        return PullPolicy.ALWAYS
+    return PullPolicy.IF_NOT_PRESENT
 
 
 def _ports(value: Any, path: str) -> tuple[Port, ...]:
@@ -492,6 +495,11 @@ def _choice(value: Any, path: str, allowed: tuple[str, ...]) -> str:
             f"{path}: unsupported value {value!r}: supported values: {', '.join(allowed)}"
         )
     return str(value)
+
+
+def _member(value: Any, path: str, members: type[_E]) -> _E:
+    """One of a closed set's values, as its enum member."""
+    return members(_choice(value, path, tuple(members)))
 
 
 def _name(value: Any, path: str, pattern: re.Pattern[str], limit: int) -> str:

@@ -6,9 +6,10 @@ data only (str, bytes, int, float, bool, lists and dicts of those, and string en
 and ids, which travel as their strings), so msgpack carries them without any
 custom types. Pods travel as Kubernetes API JSON dicts.
 
-Adding a message: define it here and add it to ``MESSAGES``; the round-trip test
-covers it automatically. Changing a field of an existing message: bump
-``SCHEMA_VERSION``.
+Adding a message: define it here and add it to ``MESSAGES`` and to ``FROM_WORKERS`` or
+``FROM_PARENT`` (who sends it); the round-trip test covers it automatically, and one the
+workers send needs its row in the parent's routing table. Changing a field of an existing
+message: bump ``SCHEMA_VERSION``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
+from pkletd.ipc.apimodel.podenums import PodSource
 from pkletd.ipc.apimodel.podspec import PodUID
 from pkletd.ipc.apimodel.probespec import ProbeType
 from pkletd.ipc.apimodel.references import ObjectKind
@@ -97,7 +99,7 @@ class PodsListed:
     """A pod source read all of its pods: the full desired set for that source."""
 
     kind = "PodsListed"
-    source: str
+    source: PodSource
     pods: list[dict[str, Any]]
 
 
@@ -106,7 +108,7 @@ class ManifestRejected:
     """A pod source could not use one manifest; the other pods go on."""
 
     kind = "ManifestRejected"
-    source: str
+    source: PodSource
     path: str
     reason: str
 
@@ -116,7 +118,7 @@ class ManifestAccepted:
     """A manifest the source had rejected is read well again, or is gone."""
 
     kind = "ManifestAccepted"
-    source: str
+    source: PodSource
     path: str
 
 
@@ -709,3 +711,51 @@ MESSAGES: dict[str, type[Message]] = {
         EvictionNeeded,
     )
 }
+
+# Who sends what: the workers (to the parent, which routes each: supervisor/routing.py),
+# the parent (replies and broadcasts), or both (a worker's ReclaimRequested, which the
+# parent broadcasts to image-gc). Every message is in one or both.
+FROM_WORKERS: frozenset[type[Message]] = frozenset(
+    {
+        Hello,
+        SnapshotRequest,
+        WorkerReady,
+        Heartbeat,
+        PodsListed,
+        ManifestRejected,
+        ManifestAccepted,
+        PodLifecycleEvent,
+        RelistCompleted,
+        PlegModeChanged,
+        ProbeResult,
+        ProbeMetrics,
+        NodeShutdownStarted,
+        NodeShutdownCancelled,
+        InhibitorReported,
+        NodeReported,
+        PodDeleted,
+        ObjectFetched,
+        TokenIssued,
+        ServicesListed,
+        RuntimeClassesListed,
+        GarbageFound,
+        ReclaimRequested,
+        SignalsObserved,
+        EvictionThresholdMet,
+        EvictionNeeded,
+    }
+)
+FROM_PARENT: frozenset[type[Message]] = frozenset(
+    {
+        Snapshot,
+        PodStatusUpdated,
+        PodForgotten,
+        PodTerminated,
+        EventRecorded,
+        ParentAlive,
+        ReleaseShutdownInhibitor,
+        MetricsReport,
+        GarbageCollected,
+        ReclaimRequested,
+    }
+)

@@ -29,7 +29,7 @@ def worker_families(children: Children, others: Mapping[str, int]) -> list[Metri
         for w in workers
         if w.last_exit_code is not None
     }
-    pids = {**others, **{w.name: w.pid for w in workers if w.pid}}
+    pids: dict[str, int] = {**others, **{w.name: w.pid for w in workers if w.pid}}
     stats = {name: s for name, pid in pids.items() if (s := procstats.read(pid)) is not None}
     return [
         family(

@@ -44,6 +44,7 @@ from fractions import Fraction
 from typing import Any
 
 from pkletd.ipc.apimodel import quantity
+from pkletd.ipc.apimodel.podenums import RestartPolicy
 from pkletd.ipc.apimodel.podspec import Pod
 from pkletd.supervisor.pods import features, sysctls
 from pkletd.supervisor.pods.cgroups import qos
@@ -99,7 +100,7 @@ def requests(pod: Pod) -> dict[str, int]:
     spec = pod.raw.get("spec", {})
     for raw in spec.get("initContainers") or []:
         own = _container_requests(raw)
-        if raw.get("restartPolicy") == "Always":
+        if raw.get("restartPolicy") == RestartPolicy.ALWAYS:
             sidecars = {k: sidecars[k] + own[k] for k in RESOURCES}
         else:
             init_peak = {k: max(init_peak[k], sidecars[k] + own[k]) for k in RESOURCES}

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pkletd.ipc.apimodel.podenums import TERMINAL_PHASES, PodPhase, PodSource
 from pkletd.ipc.apimodel.podspec import InvalidPod, Pod, PodUID, parse_pod, refused_pod
 from pkletd.ipc.bus.messages import SANDBOX_PREFIX, LifecycleEventType, PodLifecycleEvent
 from pkletd.ipc.runtime.cri import ContainerState
@@ -30,7 +31,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class PodEntry:
     pod: Pod
-    source: str
+    source: PodSource
     first_seen: float = field(default_factory=time.time)
     runtime: PodRuntime | None = None
     waiting: Mapping[str, Waiting] = field(default_factory=dict)
@@ -46,7 +47,7 @@ class PodEntry:
 
 @dataclass(frozen=True, slots=True)
 class FinalDelete:
-    source: str
+    source: PodSource
     ref: dict[str, Any]  # uid, namespace, name: what the status manager deletes
 
 
@@ -57,7 +58,9 @@ class SourceChange:
 
 
 class Pods:
-    def __init__(self, host_ip: str, expected_sources: Iterable[str], probes: ProbeResults) -> None:
+    def __init__(
+        self, host_ip: str, expected_sources: Iterable[PodSource], probes: ProbeResults
+    ) -> None:
         self.entries: dict[PodUID, PodEntry] = {}
         self._orphans: dict[PodUID, PodLifecycle] = {}  # terminating, with no source's pod
         self._final: dict[PodUID, FinalDelete] = {}  # stopped, deleted in the API, listed
@@ -73,7 +76,7 @@ class Pods:
         """Every source has reported once: pods in the runtime that none wants are orphans."""
         return not self._unseen_sources
 
-    def set_source(self, source: str, raw_pods: list[dict[str, Any]]) -> SourceChange:
+    def set_source(self, source: PodSource, raw_pods: list[dict[str, Any]]) -> SourceChange:
         """A source's whole set. A pod it lists as deleted in the API (``deletionTimestamp``)
         is not wanted: it is terminated with the deletion's grace period, and once stopped
         waits for its final delete (``awaiting_delete``) until the source stops listing it."""
@@ -102,7 +105,7 @@ class Pods:
             self.entries[pod.uid].lifecycle.become(PodStage.TERMINATING, why)
         return SourceChange(tuple(sync), tuple(gone))
 
-    def _parse(self, source: str, raw_pods: list[dict[str, Any]]) -> dict[PodUID, Pod]:
+    def _parse(self, source: PodSource, raw_pods: list[dict[str, Any]]) -> dict[PodUID, Pod]:
         found = {}
         said = self._invalid_said.get(source, {})
         self._invalid_said[source] = {}
@@ -116,7 +119,7 @@ class Pods:
         return found
 
     def _invalid(
-        self, source: str, raw: dict[str, Any], error: InvalidPod, said: dict[str, str]
+        self, source: PodSource, raw: dict[str, Any], error: InvalidPod, said: dict[str, str]
     ) -> Pod | None:
         """A pod that cannot be run: a new one is kept for admission to refuse (its status
         says why); an invalid change of a pod already known leaves the known one as it is.
@@ -145,7 +148,7 @@ class Pods:
             )
         return refused
 
-    def _note_deleted(self, source: str, deleted: dict[PodUID, Pod]) -> None:
+    def _note_deleted(self, source: PodSource, deleted: dict[PodUID, Pod]) -> None:
         """Bring pods deleted in the API up to date (their grace period), so they are
         terminated; one this parent never saw (it restarted) gets an entry to stop."""
         self._final = {
@@ -247,13 +250,12 @@ class Pods:
 
     def active(self) -> list[Pod]:
         """Admitted pods that have not finished: what admission counts against the node."""
-        finished = ("Succeeded", "Failed")
         return [
             e.pod
             for e in self.entries.values()
             if e.lifecycle.admitted()
             and e.lifecycle.wanted()
-            and (e.api or {}).get("status", {}).get("phase") not in finished
+            and (e.api or {}).get("status", {}).get("phase") not in TERMINAL_PHASES
         ]
 
     def deadline_left(self, uid: PodUID) -> float | None:
@@ -354,7 +356,7 @@ class Pods:
                     "namespace": entry.pod.namespace,
                     "name": entry.pod.name,
                     "uid": uid,
-                    "phase": status.get("phase", "Pending"),
+                    "phase": status.get("phase", PodPhase.PENDING),
                     "containers": [
                         self._container_summary(uid, c) for c in status.get("containerStatuses", [])
                     ]

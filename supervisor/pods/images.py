@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import time
 
+from pkletd.ipc.apimodel.podenums import PullPolicy
 from pkletd.ipc.apimodel.podspec import Container, Pod, PodUID
 from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.ipc.runtime.cri import CriError, ImageInfo, RegistryAuth, SandboxSpec
@@ -73,13 +74,13 @@ class ImagePuller:
         """The container's image, or why it cannot be had."""
         image = container.image
         where = ObjectRef.of(pod, container.name)
-        if container.image_pull_policy != "Always":
+        if container.image_pull_policy is not PullPolicy.ALWAYS:
             present = self._runtime.image_status(image)
             if present is not None:
                 message = f'Container image "{image}" already present on machine'
                 self._events.normal(where, Reason.PULLED, message)
                 return present
-        if container.image_pull_policy == "Never":
+        if container.image_pull_policy is PullPolicy.NEVER:
             message = f'Container image "{image}" is not present with pull policy of Never'
             self._events.warning(where, Reason.ERR_IMAGE_NEVER_PULL, message)
             return Waiting(WaitingReason.ERR_IMAGE_NEVER_PULL, message)

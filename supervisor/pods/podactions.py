@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pkletd.ipc.apimodel.podenums import RestartPolicy
 from pkletd.ipc.apimodel.podspec import Container, Pod
 from pkletd.ipc.apimodel.probespec import ProbeType
 from pkletd.ipc.runtime.cri import ContainerInfo, ContainerState, SandboxInfo, SandboxState
@@ -55,14 +56,14 @@ class InitProgress:
 
 
 def should_restart(pod: Pod, container: ContainerInfo) -> bool:
-    if pod.restart_policy == "Always":
+    if pod.restart_policy is RestartPolicy.ALWAYS:
         return True
-    return pod.restart_policy == "OnFailure" and container.exit_code != 0
+    return pod.restart_policy is RestartPolicy.ON_FAILURE and container.exit_code != 0
 
 
 def pod_done(pod: Pod, state: PodRuntime) -> bool:
     """Every regular container ran and none is to be restarted."""
-    if pod.restart_policy == "Always":
+    if pod.restart_policy is RestartPolicy.ALWAYS:
         return False
     for container in pod.containers:
         latest = state.latest(container.name)
@@ -100,7 +101,7 @@ def init_progress(
             return InitProgress(False, incomplete=incomplete)
         if latest.exit_code == 0:
             continue
-        if pod.restart_policy == "Never":
+        if pod.restart_policy is RestartPolicy.NEVER:
             return InitProgress(False, failed=True, incomplete=incomplete)
         return InitProgress(False, container, incomplete=incomplete)
     return InitProgress(done=True)
@@ -156,7 +157,7 @@ def compute_actions(pod: Pod, state: PodRuntime, passed: frozenset[str] = frozen
 
 
 def _new_sandbox(pod: Pod, state: PodRuntime, sandbox: SandboxInfo | None) -> Actions:
-    if sandbox is not None and pod.restart_policy == "Never" and state.containers:
+    if sandbox is not None and pod.restart_policy is RestartPolicy.NEVER and state.containers:
         return Actions(kill_pod=True)  # the kubelet never reruns a Never pod's containers
     if pod.init_containers:
         start: tuple[Container, ...] = (pod.init_containers[0],)
@@ -173,7 +174,7 @@ def _new_sandbox(pod: Pod, state: PodRuntime, sandbox: SandboxInfo | None) -> Ac
 def _succeeded_once(pod: Pod, container: Container, state: PodRuntime) -> bool:
     latest = state.latest(container.name)
     return (
-        pod.restart_policy == "OnFailure"
+        pod.restart_policy is RestartPolicy.ON_FAILURE
         and latest is not None
         and latest.state is ContainerState.EXITED
         and latest.exit_code == 0

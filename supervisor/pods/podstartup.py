@@ -26,6 +26,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from pkletd.ipc.apimodel.podenums import TERMINAL_PHASES, PodPhase
 from pkletd.ipc.apimodel.podspec import Pod, PodUID
 from pkletd.ipc.bus.messages import MetricFamily
 from pkletd.ipc.bus.metricfamily import ALPHA, Histogram
@@ -48,7 +49,6 @@ TOTAL_HELP = (
 START_HELP = (
     "Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run"
 )
-FINISHED = ("Succeeded", "Failed")
 
 
 @dataclass
@@ -107,10 +107,10 @@ class PodStartup:
             start = self._starts.get(uid)
             if start is None:
                 return
-            if _adopted(start, runtime) or status.get("phase") in FINISHED:
+            if _adopted(start, runtime) or status.get("phase") in TERMINAL_PHASES:
                 del self._starts[uid]
                 return
-            if status.get("phase") == "Running" and not start.running_recorded:
+            if status.get("phase") == PodPhase.RUNNING and not start.running_recorded:
                 self._start.observe(now - start.seen)
                 start.running_recorded = True
             if _all_running(status):

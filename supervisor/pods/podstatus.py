@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from pkletd.ipc.apimodel.podenums import PodPhase, RestartPolicy
 from pkletd.ipc.apimodel.podspec import Container, Pod
 from pkletd.ipc.runtime.cri import ContainerInfo, ContainerState, SandboxState
 from pkletd.supervisor.pods import podconditions
@@ -97,7 +98,7 @@ def container_status(
     return status
 
 
-def phase(pod: Pod, statuses: list[dict[str, Any]]) -> str:
+def phase(pod: Pod, statuses: list[dict[str, Any]]) -> PodPhase:
     running = waiting = stopped = succeeded = 0
     for s in statuses:
         state = s["state"]
@@ -111,16 +112,16 @@ def phase(pod: Pod, statuses: list[dict[str, Any]]) -> str:
         else:
             waiting += 1
     if waiting:
-        return "Pending"
+        return PodPhase.PENDING
     if running:
-        return "Running"
+        return PodPhase.RUNNING
     if not stopped:
-        return "Pending"
-    if pod.restart_policy == "Always":
-        return "Running"
+        return PodPhase.PENDING
+    if pod.restart_policy is RestartPolicy.ALWAYS:
+        return PodPhase.RUNNING
     if stopped == succeeded:
-        return "Succeeded"
-    return "Failed" if pod.restart_policy == "Never" else "Running"
+        return PodPhase.SUCCEEDED
+    return PodPhase.FAILED if pod.restart_policy is RestartPolicy.NEVER else PodPhase.RUNNING
 
 
 def disruption_target(failure: Failure) -> dict[str, Any]:
@@ -156,7 +157,7 @@ def pod_status(
     sidecars = [s for s, c in zip(init_statuses, pod.init_containers, strict=True) if c.sidecar]
     pod_phase = _init_phase(pod, init) or phase(pod, statuses)
     if failure is not None:
-        pod_phase = "Failed"
+        pod_phase = PodPhase.FAILED
     sandbox = runtime.sandbox()
     pod_ip = host_ip if pod.host_network else (sandbox.ip if sandbox is not None else "")
     sandbox_ready = sandbox is not None and sandbox.state is SandboxState.READY
@@ -198,11 +199,11 @@ def ephemeral_statuses(
     return found
 
 
-def _init_phase(pod: Pod, init: InitProgress) -> str | None:
+def _init_phase(pod: Pod, init: InitProgress) -> PodPhase | None:
     """Pending while initializing; Failed if an init container failed under Never."""
     if init.done:
         return None
-    return "Failed" if init.failed else "Pending"
+    return PodPhase.FAILED if init.failed else PodPhase.PENDING
 
 
 def _stamp(new: list[dict[str, Any]], previous: dict[str, Any] | None) -> list[dict[str, Any]]:

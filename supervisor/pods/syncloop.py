@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pkletd.ipc.apimodel.podenums import RestartPolicy
 from pkletd.ipc.apimodel.podspec import Pod, PodUID
 from pkletd.ipc.apimodel.probespec import ProbeType
 from pkletd.ipc.apimodel.references import ObjectKey, PodReferences, references
@@ -247,7 +248,7 @@ class SyncLoop:
         if probe is not None and probe.termination_grace_s is not None:
             grace = probe.termination_grace_s
         why = f"Container {container.name} failed {result.probe} probe"
-        if pod.restart_policy != "Never":
+        if pod.restart_policy is not RestartPolicy.NEVER:
             why += ", will be restarted"
         self._syncer.request_kill(pod.uid, result.container_id, grace, why)
         self._sync(pod)

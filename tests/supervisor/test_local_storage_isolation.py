@@ -9,8 +9,7 @@ from pathlib import Path
 
 from pkletd.ipc.clock import FakeClock
 from pkletd.supervisor.node.facts import compose_node
-from pkletd.supervisor.node.leaseoptions import node_lease_options
-from pkletd.supervisor.workerset import eviction_options
+from pkletd.supervisor.workeroptions import eviction_options, node_lease_options
 from pkletd.workers.nodelease.conditions import ParentHealth
 from pkletd.workers.nodelease.options import NodeLeaseOptions
 from pkletd.workers.nodelease.reporter import Inputs, StatusReporter

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 from pkletd.ipc.apimodel import priority, quantity
 from pkletd.ipc.apimodel.fieldcheck import InvalidField
+from pkletd.ipc.apimodel.podenums import PodPhase
 from pkletd.ipc.bus.messages import (
     EvictionNeeded,
     EvictionThresholdMet,
@@ -382,7 +383,7 @@ class EvictionWorker:
 
 def _evicted(pod: PodDict) -> bool:
     status = pod.get("status") or {}
-    return bool(status.get("phase") == "Failed" and status.get("reason") == EVICTED)
+    return bool(status.get("phase") == PodPhase.FAILED and status.get("reason") == EVICTED)
 
 
 def _active(pod: PodDict) -> bool:

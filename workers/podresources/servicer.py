@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from pkletd.ipc.apimodel.podenums import TERMINAL_PHASES, RestartPolicy
 from pkletd.workers.podresources import podresources_pb2 as pb
 
 log = logging.getLogger(__name__)
 
 SERVICE = pb.DESCRIPTOR.services_by_name["PodResourcesLister"].full_name  # v1.PodResourcesLister
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 PodDict = Mapping[str, Any]  # an API pod, with its status
 PodsProvider = Callable[[], Iterable[PodDict]]
 
@@ -38,7 +38,11 @@ PodsProvider = Callable[[], Iterable[PodDict]]
 def pod_resources(pod: PodDict) -> Any:
     """A pod as ``PodResources``: its sidecars, then its containers."""
     spec = pod.get("spec", {})
-    sidecars = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
+    sidecars = [
+        c
+        for c in spec.get("initContainers") or ()
+        if c.get("restartPolicy") == RestartPolicy.ALWAYS
+    ]
     containers = [*sidecars, *(spec.get("containers") or ())]
     return pb.PodResources(
         name=pod["metadata"]["name"],

@@ -28,12 +28,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from pkletd.ipc.apimodel.podenums import PodSource
+
 Obj = dict[str, Any]
 
 SOURCE_ANNOTATION = "kubernetes.io/config.source"
 HASH_ANNOTATION = "kubernetes.io/config.hash"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
-STATIC_SOURCES = ("file", "http")
+STATIC_SOURCES = (PodSource.FILE, PodSource.HTTP)
 SCHEDULED = "PodScheduled"
 # pkg/kubelet/types/pod_status.go: owned (less PodScheduled, above) and shared.
 KUBELET_CONDITIONS = frozenset(

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pkletd.ipc.apimodel.envspec import EnvFrom, EnvVar, KeyRef, is_env_var_name
+from pkletd.ipc.apimodel.podenums import PodSource
 from pkletd.ipc.apimodel.podspec import Container, Pod
 from pkletd.ipc.apimodel.references import ObjectKey, ObjectKind
 from pkletd.supervisor.pods.nodeinfo import NodeInfo
@@ -132,7 +133,7 @@ def _services(pod: Pod, objects: ApiObjects, namespace: str) -> list[dict[str, A
     try:
         return objects.services(namespace)
     except ObjectUnavailable as exc:
-        if pod.annotations.get(SOURCE_ANNOTATION, "api") != "api":
+        if pod.annotations.get(SOURCE_ANNOTATION, PodSource.API) != PodSource.API:
             return []  # a static pod does not wait for the Services to be listed
         raise ConfigError(str(exc)) from exc
 

@@ -14,7 +14,7 @@ from pkletd.supervisor.node.facts import (
     compose_node,
     container_runtime_version,
 )
-from pkletd.supervisor.node.leaseoptions import node_lease_options
+from pkletd.supervisor.workeroptions import node_lease_options
 
 GiB = 2**30
 MEM_TOTAL_KB = 16318500  # as /proc/meminfo says it

@@ -17,7 +17,7 @@ from multidict import CIMultiDict, MultiDict
 from pkletd.ipc.apimodel.podspec import InvalidPod, parse_pod
 from pkletd.ipc.runtime import cri
 from pkletd.ipc.runtime.cri import StreamFlags
-from pkletd.supervisor import config, workerset
+from pkletd.supervisor import config, workeroptions
 from pkletd.supervisor.pods.setup import runtimespec
 from pkletd.workers.http.options import Api, Listen
 from pkletd.workers.http.routes import Route, application
@@ -126,11 +126,11 @@ def test_the_idle_timeout_is_the_kubelet_configurations(tmp_path: Path) -> None:
         "streamingConnectionIdleTimeout: 30m\n"
     )
     given = config.load(parser.parse_args(["--config", str(path)])).config
-    assert workerset.http_options(given).streaming_idle_timeout == 1800.0
+    assert workeroptions.http_options(given).streaming_idle_timeout == 1800.0
     default = config.load(parser.parse_args([])).config
-    assert workerset.http_options(default).streaming_idle_timeout == 4 * 3600.0
+    assert workeroptions.http_options(default).streaming_idle_timeout == 4 * 3600.0
     flag = config.load(parser.parse_args(["--streaming-connection-idle-timeout", "5m"])).config
-    assert workerset.http_options(flag).streaming_idle_timeout == 300.0
+    assert workeroptions.http_options(flag).streaming_idle_timeout == 300.0
 
 
 # --- what attach needs of a container -------------------------------------------------------

@@ -523,7 +523,7 @@ def test_every_go_cipher_name_maps_to_an_openssl_name() -> None:
 def test_http_options_from_the_kubelet_configuration(tmp_path: Path) -> None:
     import argparse
 
-    from pkletd.supervisor import config, workerset
+    from pkletd.supervisor import config, workeroptions
     from pkletd.workers.http import Api, AuthorizationMode, Listen
 
     parser = argparse.ArgumentParser()
@@ -536,7 +536,7 @@ def test_http_options_from_the_kubelet_configuration(tmp_path: Path) -> None:
     )
     args = ["--config", str(path), "--root-dir", "/srv/kubelet", "--hostname-override", "n1"]
     cfg = config.load(parser.parse_args(args)).config
-    options = workerset.http_options(cfg)
+    options = workeroptions.http_options(cfg)
     assert options.listens == (
         Listen("127.0.0.1", 10248, Api.HEALTHZ),
         Listen("0.0.0.0", 10255, Api.READ_ONLY),
