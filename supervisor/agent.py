@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import socket
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -60,6 +59,7 @@ from pkletd.supervisor.control import ControlServer, Request
 from pkletd.supervisor.forkserver import Exited, ForkServer, Spawned
 from pkletd.supervisor.metrics.report import REPORT_S, AgentMetrics
 from pkletd.supervisor.metrics.runtimeops import RuntimeOperations
+from pkletd.supervisor.node import addresses
 from pkletd.supervisor.node.cluster import NodeState
 from pkletd.supervisor.node.facts import (
     MachineFacts,
@@ -119,19 +119,6 @@ SOURCE_WORKERS = {"file": "file-source", "http": "http-source", "api": "api-watc
 WORKER_SOURCES = {worker: source for source, worker in SOURCE_WORKERS.items()}
 
 
-def node_ip(node_name: str) -> str:
-    """The node's first non-loopback IPv4 address by name resolution, else loopback."""
-    try:
-        infos = socket.getaddrinfo(node_name, None, socket.AF_INET)
-    except OSError:
-        return "127.0.0.1"
-    for info in infos:
-        address = str(info[4][0])
-        if not address.startswith("127."):
-            return address
-    return "127.0.0.1"
-
-
 class Agent:
     def __init__(
         self,
@@ -152,7 +139,7 @@ class Agent:
         sources = [s for s, worker in SOURCE_WORKERS.items() if worker in worker_names]
         self._pod_workers = PodWorkers(config.pod_sync_parallelism)
         self._probes = ProbeResults()
-        host_ip = config.node_ip.split(",")[0] or node_ip(config.node_name)
+        host_ip = addresses.host_ip(config.node_ip, config.node_name)
         self._pods = Pods(host_ip, sources, self._probes)
         self._manifests = RejectedManifests()
         self._events = EventRecorder()
