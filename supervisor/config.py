@@ -1284,7 +1284,7 @@ def _v1beta1_value(field: _Field, value: Any) -> Any:
         return [{"priority": p, "shutdownGracePeriodSeconds": s} for p, s in value]
     if field.attr == "register_with_taints":
         return [taint.as_api() for taint in value]
-    if field.parse in (_quantity_map, _eviction_map, _minimum_reclaims):
+    if field.parse in (_quantity_map, _eviction_map, _minimum_reclaims, _feature_gates):
         return dict(value)
     if field.parse is _grace_periods:
         return {signal: go_duration(seconds) for signal, seconds in value}

@@ -694,7 +694,7 @@ evictionHard: {memory.available: 500Mi, nodefs.available: 15%}
         (["--node-labels=novalue"], "want key=value"),
         (["--register-with-taints=a=b:Sometimes"], "effect one of"),
         (["--node-ip=10.0.0.300"], "could not parse"),
-        (["--register-node=maybe"], "invalid argument \"maybe\" for \"--register-node\" flag"),
+        (["--register-node=maybe"], 'invalid argument "maybe" for "--register-node" flag'),
     ],
 )
 def test_bad_cluster_flags_are_named(args: list[str], expected: str) -> None:
