@@ -1,5 +1,8 @@
 """The ``pkletd`` command: start | status | restart-worker | stop, and ``--version``.
 
+Started as ``kubelet`` (a link of that name), it is ``kubeletcmd``: the kubelet's
+command line, no subcommand.
+
 Only ``start`` imports the heavy parts (zmq, gRPC); the other commands talk to
 the control socket with ``socket`` and ``json`` alone, so they answer in tens of
 milliseconds (``--version`` reads the installed package's metadata only when asked).
@@ -263,7 +266,8 @@ def _table(rows: list[tuple[str, ...]]) -> list[str]:
     ]
 
 
-def _start(args: argparse.Namespace) -> int:
+def start(args: argparse.Namespace) -> int:
+    """Load the configuration (exit 2 when bad) and run the node agent."""
     from pkletd.supervisor import config
 
     try:
@@ -314,10 +318,14 @@ def _wait_gone(path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and Path(sys.argv[0]).name == "kubelet":  # a link named kubelet
+        from pkletd.supervisor import kubeletcmd
+
+        return kubeletcmd.main()
     argv = sys.argv[1:] if argv is None else argv
     args = _parser("start" in argv).parse_args(argv)
     if args.command == "start":
-        return _start(args)
+        return start(args)
     return _control(args)
 
 

@@ -58,6 +58,8 @@ from typing import Any
 import yaml
 from pkletd.ipc import tlsnames
 from pkletd.ipc.apimodel import labels, quantity
+from pkletd.supervisor import dropins, featuregates, kubeletflags
+from pkletd.supervisor.node import addresses
 from pkletd.supervisor.pods import sysctls
 
 API_VERSION = "kubelet.config.k8s.io/v1beta1"
@@ -138,7 +140,14 @@ class KubeletConfig:
     shutdown_grace_period_by_pod_priority: tuple[tuple[int, int], ...]  # priority, seconds
     allowed_unsafe_sysctls: tuple[str, ...]  # names, or prefixes ending in "*"
     seccomp_default: bool  # RuntimeDefault for containers that name no seccomp profile
+    feature_gates: tuple[tuple[str, bool], ...]  # (name, enabled), sorted
+    rotate_certificates: bool
+    server_tls_bootstrap: bool
     # kubelet flags with no file field
+    bootstrap_kubeconfig: str
+    cert_dir: str  # resolved: <root-dir>/pki when not given
+    image_credential_provider_config: str
+    image_credential_provider_bin_dir: str
     kubeconfig: str
     node_ip: str
     node_labels: tuple[tuple[str, str], ...]
@@ -355,10 +364,41 @@ def _bool(value: object) -> bool:
 
 
 def _node_ips(value: object) -> str:
-    text = _string(value)
-    for part in filter(None, text.split(",")):
-        _ip_address(part.strip())
-    return text
+    """--node-ip: one IP or a dual-stack pair, normalised ("10.0.0.5,fd00::5")."""
+    return ",".join(str(ip) for ip in addresses.parse_node_ips(_string(value)))
+
+
+def _feature_gates(value: object) -> tuple[tuple[str, bool], ...]:
+    """featureGates: gate name -> bool, every name one the kubelet knows; sorted."""
+    if not isinstance(value, dict) or not all(isinstance(v, bool) for v in value.values()):
+        raise ValueError(f"must be a mapping of gate names to true or false, got {_show(value)}")
+    gates = {str(name): enabled for name, enabled in value.items()}
+    featuregates.check(gates)
+    return tuple(sorted(gates.items()))
+
+
+def _pairs(separator: str) -> Callable[[list[str]], dict[str, str]]:
+    """A map flag's texts ("a=1,b=2", or "memory.available<1Gi" for the eviction
+    thresholds), repeatable, as the file field's mapping."""
+
+    def parse(texts: list[str]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for text in texts:
+            for pair in filter(None, (p.strip() for p in text.split(","))):
+                name, sep, value = pair.partition(separator)
+                if not sep:
+                    raise ValueError(f"malformed pair {_show(pair)}, want NAME{separator}VALUE")
+                found[name.strip()] = value.strip()
+        return found
+
+    return parse
+
+
+def _gate_texts(texts: list[str]) -> dict[str, bool]:
+    found: dict[str, bool] = {}
+    for text in texts:
+        found.update(featuregates.parse_flag(text))
+    return found
 
 
 def _node_labels(value: object) -> tuple[tuple[str, str], ...]:
@@ -596,6 +636,9 @@ class _Field:
     # The default when a --config file is given, where the kubelet's v1beta1 defaulting
     # differs from its flags' legacy defaults (anonymous auth, token webhook, authz mode).
     file_default: object = None
+    # A repeatable flag's texts to the file field's value (a mapping); else the text is
+    # taken as the file's value would be (integers and lists made from it).
+    from_flag: Callable[[list[str]], object] | None = None
 
     def default_for(self, with_file: bool) -> object:
         return self.file_default if with_file and self.file_default is not None else self.default
@@ -628,8 +671,8 @@ _FIELDS: tuple[_Field, ...] = (
            "IP address to serve the kubelet API on"),
     _Field("port", "port", _port, 10250, "--port", "port to serve the kubelet API on"),
     _Field("maxPods", "max_pods", _int32, 110, "--max-pods", "maximum number of pods"),
-    _Field("podPidsLimit", "pod_pids_limit", _pids_limit, -1, None, "",
-           zero_means_default=False),
+    _Field("podPidsLimit", "pod_pids_limit", _pids_limit, -1, "--pod-max-pids",
+           "most processes per pod; -1: no pod-level limit", zero_means_default=False),
     _Field("staticPodURL", "static_pod_url", _url, "", "--manifest-url",
            "URL of pods to run (a Pod or a PodList, YAML or JSON); empty means none"),
     _Field("staticPodURLHeader", "static_pod_url_header", _header_map, (),
@@ -695,17 +738,30 @@ _FIELDS: tuple[_Field, ...] = (
            "the node's resolver file, the base of the pods' DNS; empty: none (pods with "
            "dnsPolicy Default get a local nameserver and no lookups)",
            zero_means_default=False, metavar="FILE"),
-    _Field("systemReserved", "system_reserved", _quantity_map, (), None, ""),
-    _Field("kubeReserved", "kube_reserved", _quantity_map, (), None, ""),
-    _Field("evictionHard", "eviction_hard", _eviction_map, DEFAULT_EVICTION_HARD, None, ""),
-    _Field("evictionSoft", "eviction_soft", _eviction_map, (), None, ""),
-    _Field("evictionSoftGracePeriod", "eviction_soft_grace_period", _grace_periods, (), None,
-           ""),
-    _Field("evictionMinimumReclaim", "eviction_minimum_reclaim", _minimum_reclaims, (), None,
-           ""),
+    _Field("systemReserved", "system_reserved", _quantity_map, (), "--system-reserved",
+           "resources reserved for the system, NAME=QUANTITY[,...]", metavar="RESOURCES",
+           repeat=True, from_flag=_pairs("=")),
+    _Field("kubeReserved", "kube_reserved", _quantity_map, (), "--kube-reserved",
+           "resources reserved for Kubernetes daemons, NAME=QUANTITY[,...]",
+           metavar="RESOURCES", repeat=True, from_flag=_pairs("=")),
+    _Field("evictionHard", "eviction_hard", _eviction_map, DEFAULT_EVICTION_HARD,
+           "--eviction-hard", "hard eviction thresholds, SIGNAL<QUANTITY[,...]",
+           metavar="THRESHOLDS", repeat=True, from_flag=_pairs("<")),
+    _Field("evictionSoft", "eviction_soft", _eviction_map, (), "--eviction-soft",
+           "soft eviction thresholds, SIGNAL<QUANTITY[,...]", metavar="THRESHOLDS",
+           repeat=True, from_flag=_pairs("<")),
+    _Field("evictionSoftGracePeriod", "eviction_soft_grace_period", _grace_periods, (),
+           "--eviction-soft-grace-period", "grace periods of the soft thresholds, "
+           "SIGNAL=DURATION[,...]", metavar="PERIODS", repeat=True, from_flag=_pairs("=")),
+    _Field("evictionMinimumReclaim", "eviction_minimum_reclaim", _minimum_reclaims, (),
+           "--eviction-minimum-reclaim", "minimum reclaims, SIGNAL=QUANTITY[,...]",
+           metavar="RECLAIMS", repeat=True, from_flag=_pairs("=")),
     _Field("evictionPressureTransitionPeriod", "eviction_pressure_transition_period", _duration,
-           300.0, None, ""),
-    _Field("evictionMaxPodGracePeriod", "eviction_max_pod_grace_period", _int32, 0, None, ""),
+           300.0, "--eviction-pressure-transition-period",
+           "how long a pressure condition stays after its signal is no longer met"),
+    _Field("evictionMaxPodGracePeriod", "eviction_max_pod_grace_period", _int32, 0,
+           "--eviction-max-pod-grace-period",
+           "longest grace period (seconds) of a pod evicted for a soft threshold"),
     _Field("mergeDefaultEvictionSettings", "merge_default_eviction_settings", _bool, False,
            None, ""),
     _Field("localStorageCapacityIsolation", "local_storage_capacity_isolation", _bool, True,
@@ -757,6 +813,26 @@ _FIELDS: tuple[_Field, ...] = (
     _Field("seccompDefault", "seccomp_default", _bool, False, "--seccomp-default",
            "run containers that name no seccomp profile with RuntimeDefault instead of "
            "Unconfined", zero_means_default=False, metavar="BOOL"),
+    _Field("featureGates", "feature_gates", _feature_gates, (), "--feature-gates",
+           "feature gates, NAME=true|false[,...]; repeatable, merged over featureGates",
+           metavar="GATES", repeat=True, from_flag=_gate_texts),
+    _Field("rotateCertificates", "rotate_certificates", _bool, False, "--rotate-certificates",
+           "renew the client certificate from the API server as it nears expiry",
+           zero_means_default=False, metavar="BOOL"),
+    _Field("serverTLSBootstrap", "server_tls_bootstrap", _bool, False,
+           "--rotate-server-certificates",
+           "request the serving certificate from the API server and renew it",
+           zero_means_default=False, metavar="BOOL"),
+    _Field(None, "bootstrap_kubeconfig", _string, "", "--bootstrap-kubeconfig",
+           "kubeconfig used to request a client certificate when --kubeconfig has none"),
+    _Field(None, "cert_dir", _string, "", "--cert-dir",
+           "directory of the kubelet's certificates; empty: <root-dir>/pki"),
+    _Field(None, "image_credential_provider_config", _string, "",
+           "--image-credential-provider-config",
+           "CredentialProviderConfig file of the image credential provider plugins"),
+    _Field(None, "image_credential_provider_bin_dir", _string, "",
+           "--image-credential-provider-bin-dir",
+           "directory of the image credential provider plugin executables"),
     _Field(None, "kubeconfig", _string, "", "--kubeconfig",
            "kubeconfig of the API server to join; empty: standalone (static pods only)"),
     _Field(None, "node_ip", _node_ips, "", "--node-ip",
@@ -864,29 +940,74 @@ def _metavar(field: _Field) -> str:
 
 def _flag_help(field: _Field) -> str:
     overrides = f"; overrides {field.yaml} from --config" if field.yaml else ""
-    return f"{field.help} (default {_show_default(field.default)}{overrides})"
+    text = f"{field.help} (default {_show_default(field.default)}{overrides})"
+    return text.replace("%", "%%")  # argparse formats help with %
+
+
+def _shape(field: _Field) -> dict[str, Any]:
+    """How argparse takes the flag: a bool alone means true (``--x``, ``--x=false``, and
+    ``--x false`` too); a repeatable flag collects its texts."""
+    if field.parse is _bool:
+        return {"nargs": "?", "const": "true"}
+    return {"action": "append"} if field.repeat else {}
+
+
+def _kubelet_shape(flag: kubeletflags.KubeletFlag) -> dict[str, Any]:
+    if flag.kind is kubeletflags.Kind.BOOL:
+        return {"nargs": "?", "const": "true", "metavar": "BOOL"}
+    return {"action": "append"} if flag.kind is kubeletflags.Kind.REPEATED else {}
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    """Add --config and the kubelet/pkletd flags; all default to None (meaning "not given")."""
+    """Add --config, --config-dir and the kubelet/pkletd flags, and the kubelet's flags
+    pkletd does not implement; all default to None (meaning "not given")."""
     parser.add_argument(
         "--config", default=None, metavar="FILE", help=f"{KIND} ({API_VERSION}) YAML file"
     )
+    parser.add_argument(
+        "--config-dir", default=None, metavar="DIR",
+        help=f"drop-in directory: its *{dropins.SUFFIX} files, merged in lexical order over "
+        "--config",
+    )  # fmt: skip
     for field in _FIELDS:
         if field.flag is not None:
             parser.add_argument(
-                field.flag,
-                dest=field.attr,
-                default=None,
-                action="append" if field.repeat else "store",
-                metavar=_metavar(field),
-                help=_flag_help(field),
-            )
+                field.flag, dest=field.attr, default=None, metavar=_metavar(field),
+                help=_flag_help(field), **_shape(field),
+            )  # fmt: skip
+    for flag in kubeletflags.ALL:
+        names = ["-v", "--v"] if flag.name == "v" else [f"--{flag.name}"]
+        what = "deprecated" if flag.deprecated else "not implemented by pkletd"
+        parser.add_argument(
+            *names, dest=flag.dest, default=None, help=f"a kubelet flag, {what}; ignored",
+            **_kubelet_shape(flag),
+        )  # fmt: skip
+
+
+_FLAG_BOOLS = {"1": True, "t": True, "true": True, "0": False, "f": False, "false": False}
+
+
+def _flag_bool(flag: str, text: str) -> bool:
+    """A bool flag's text as Go's strconv.ParseBool reads it (the kubelet's flags)."""
+    value = _FLAG_BOOLS.get(text.lower())
+    if value is None:
+        raise ConfigError(
+            f'invalid argument "{text}" for "{flag}" flag: strconv.ParseBool: parsing '
+            f'"{text}": invalid syntax'
+        )
+    return value
 
 
 def _flag_raw(field: _Field, text: Any) -> object:
     """Flags arrive as text; an integer field takes the integer the text spells, if any.
-    A repeatable flag's texts (NAME:VALUE pairs) become the file field's mapping."""
+    A repeatable flag's texts become the file field's mapping."""
+    if field.from_flag is not None:
+        try:
+            return field.from_flag(text)
+        except ValueError as exc:
+            raise ConfigError(f"{field.flag}: {exc}") from None
+    if field.parse is _bool:
+        return _flag_bool(str(field.flag), text)
     if field.repeat:
         try:
             return _colon_multimap(text)
@@ -977,9 +1098,15 @@ def _flatten(path: str, name: str, raw: object) -> dict[str, object]:
     return found
 
 
-def _read_file(path: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+def _read_doc(path: str) -> dict[Any, Any]:
     doc = _read_mapping(path)
     _check_header(path, doc)
+    return doc
+
+
+def _file_values(path: str, doc: dict[Any, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The fields of one document (a file, or the merge of several) and the warnings for
+    the real fields pkletd ignores; errors name ``path`` and the field."""
     values: dict[str, Any] = {}
     warnings: list[str] = []
     fields: dict[str, object] = {}
@@ -998,21 +1125,90 @@ def _read_file(path: str) -> tuple[dict[str, Any], tuple[str, ...]]:
     return values, tuple(warnings)
 
 
-def load(args: argparse.Namespace) -> LoadResult:
-    """Defaults, then the --config file if given, then the flags given explicitly."""
+def _documents(args: argparse.Namespace) -> list[tuple[str, dict[Any, Any]]]:
+    """--config, then each --config-dir drop-in, by path, read and header-checked."""
+    found = []
     path = getattr(args, "config", None)
-    with_file = path is not None
-    values: dict[str, Any] = {field.attr: field.default_for(with_file) for field in _FIELDS}
-    warnings: tuple[str, ...] = ()
     if path is not None:
-        file_values, warnings = _read_file(path)
-        values.update(file_values)
-    values.update(_flag_values(args, with_file))
+        found.append((path, _read_doc(path)))
+    directory = getattr(args, "config_dir", None)
+    if directory is not None:
+        try:
+            found += [(name, _read_doc(name)) for name in dropins.files(directory)]
+        except dropins.DropInError as exc:
+            raise ConfigError(str(exc)) from None
+    return found
+
+
+def _read_files(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
+    """The file fields: each file checked alone (errors name it), then their merge."""
+    documents = _documents(args)
+    warnings: list[str] = []
+    for path, doc in documents:
+        warnings += _file_values(path, doc)[1]
+    if len(documents) < 2:
+        return (_file_values(*documents[0])[0] if documents else {}), warnings
+    merged: dict[Any, Any] = {}
+    for _, doc in documents:
+        merged = dropins.merge(merged, doc)
+    where = f"{documents[0][0]} with its --config-dir drop-ins"
+    return _file_values(where, merged)[0], warnings
+
+
+def _kubelet_flag_warnings(args: argparse.Namespace) -> list[str]:
+    """One line per kubelet flag given that pkletd accepts without acting on it."""
+    found = []
+    for flag in kubeletflags.ALL:
+        text = getattr(args, flag.dest, None)
+        if text is not None:
+            if flag.kind is kubeletflags.Kind.BOOL:
+                _flag_bool(f"--{flag.name}", text)
+            found.append(kubeletflags.warning(flag))
+    return found
+
+
+def load(args: argparse.Namespace) -> LoadResult:
+    """Defaults, then the --config file, then the --config-dir drop-ins, then the flags
+    given explicitly (feature gates merge with the files' gate by gate)."""
+    with_file = getattr(args, "config", None) is not None or bool(getattr(args, "config_dir", None))
+    values: dict[str, Any] = {field.attr: field.default_for(with_file) for field in _FIELDS}
+    file_values, warnings = _read_files(args)
+    values.update(file_values)
+    flag_values = _flag_values(args, with_file)
+    gates = dict(values["feature_gates"]) | dict(flag_values.pop("feature_gates", ()))
+    values.update(flag_values, feature_gates=tuple(sorted(gates.items())))
+    values["cert_dir"] = values["cert_dir"] or os.path.join(values["root_dir"], "pki")
+    warnings += _kubelet_flag_warnings(args) + _apply_gates(values, args)
     _check_shutdown(values)
     _check_tls(values)
     _check_image_gc(values)
     _settle_eviction(values)
-    return LoadResult(KubeletConfig(**values), warnings)
+    return LoadResult(KubeletConfig(**values), tuple(warnings))
+
+
+def _apply_gates(values: dict[str, Any], args: argparse.Namespace) -> list[str]:
+    """The gates that switch pkletd's features, with the kubelet's checks of the fields
+    they guard; one warning naming the gates that change nothing here."""
+    gates = dict(values["feature_gates"])
+    evented = gates.get("EventedPLEG")
+    if evented is not None and getattr(args, "pleg_runtime_events", None) is None:
+        values["pleg_runtime_events"] = evented
+    guarded = (
+        ("GracefulNodeShutdown", ("shutdown_grace_period", "shutdown_grace_period_critical_pods"),
+         "specifying shutdownGracePeriod or shutdownGracePeriodCriticalPods requires feature "
+         "gate GracefulNodeShutdown"),
+        ("GracefulNodeShutdownBasedOnPodPriority", ("shutdown_grace_period_by_pod_priority",),
+         "specifying shutdownGracePeriodByPodPriority requires feature gate "
+         "GracefulNodeShutdownBasedOnPodPriority"),
+        ("ImageMaximumGCAge", ("image_maximum_gc_age",),
+         "ImageMaximumGCAge feature gate is required for Kubelet configuration option "
+         "imageMaximumGCAge"),
+    )  # fmt: skip
+    for gate, attrs, message in guarded:
+        if gates.get(gate) is False and any(values[attr] for attr in attrs):
+            raise ConfigError(f"featureGates: {message}")
+    inert = [f"{n}={str(v).lower()}" for n, v in gates.items() if n not in featuregates.SWITCHES]
+    return [f"feature gates with no effect in pkletd: {', '.join(inert)}"] if inert else []
 
 
 def _settle_eviction(values: dict[str, Any]) -> None:
@@ -1123,7 +1319,7 @@ def _v1beta1_value(field: _Field, value: Any) -> Any:
         return [{"priority": p, "shutdownGracePeriodSeconds": s} for p, s in value]
     if field.attr == "register_with_taints":
         return [taint.as_api() for taint in value]
-    if field.parse in (_quantity_map, _eviction_map, _minimum_reclaims):
+    if field.parse in (_quantity_map, _eviction_map, _minimum_reclaims, _feature_gates):
         return dict(value)
     if field.parse is _grace_periods:
         return {signal: go_duration(seconds) for signal, seconds in value}

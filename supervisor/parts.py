@@ -6,7 +6,6 @@ setting up the pod cgroups); the Agent (``agent.py``) runs them.
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -19,6 +18,7 @@ from pkletd.supervisor.control import ControlServer
 from pkletd.supervisor.forkserver import ForkServer
 from pkletd.supervisor.metrics.report import AgentMetrics
 from pkletd.supervisor.metrics.runtimeops import RuntimeOperations
+from pkletd.supervisor.node import addresses
 from pkletd.supervisor.node.cluster import NodeState
 from pkletd.supervisor.node.facts import MachineFacts, node_allocatable, node_capacity, node_labels
 from pkletd.supervisor.node.pressure import NodePressure
@@ -66,19 +66,6 @@ class ParentParts:
     manifests: RejectedManifests  # the static manifests the sources refused, by file
 
 
-def node_ip(node_name: str) -> str:
-    """The node's first non-loopback IPv4 address by name resolution, else loopback."""
-    try:
-        infos = socket.getaddrinfo(node_name, None, socket.AF_INET)
-    except OSError:
-        return "127.0.0.1"
-    for info in infos:
-        address = str(info[4][0])
-        if not address.startswith("127."):
-            return address
-    return "127.0.0.1"
-
-
 def build(
     config: KubeletConfig,
     forkserver: ForkServer,
@@ -90,7 +77,7 @@ def build(
     run_dir = Path(config.run_dir)
     bus, control = ParentBus(run_dir), ControlServer(run_dir)
     pod_workers, probes = PodWorkers(config.pod_sync_parallelism), ProbeResults()
-    host_ip = config.node_ip.split(",")[0] or node_ip(config.node_name)
+    host_ip = addresses.host_ip(config.node_ip, config.node_name)
     pods = Pods(host_ip, workerset.sources(workers), probes)
     events = EventRecorder()
     machine = MachineFacts.read(Path(config.root_dir))

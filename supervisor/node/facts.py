@@ -35,6 +35,7 @@ from typing import Any
 
 from pkletd.ipc.apimodel import quantity
 from pkletd.supervisor.config import KubeletConfig
+from pkletd.supervisor.node import addresses
 
 KUBELET_VERSION = "v1.32.0-pkletd"
 OPERATING_SYSTEM = "linux"
@@ -145,9 +146,9 @@ def node_labels(config: KubeletConfig, machine: MachineFacts) -> dict[str, str]:
 
 
 def node_addresses(config: KubeletConfig, host_ip: str) -> list[dict[str, str]]:
-    """InternalIP (each --node-ip, else the host's address), then Hostname."""
-    ips = [ip.strip() for ip in config.node_ip.split(",") if ip.strip()] or [host_ip]
-    found = [{"type": "InternalIP", "address": ip} for ip in ips if ip]
+    """InternalIP (each --node-ip, else the host's address), then Hostname (``addresses``)."""
+    ips = addresses.given_ips(config.node_ip) or [host_ip]
+    found = [{"type": "InternalIP", "address": ip} for ip in ips]
     found.append({"type": "Hostname", "address": config.node_name})
     return found
 
