@@ -79,6 +79,7 @@ from pkletd.supervisor.pods.events import EventRecorder
 from pkletd.supervisor.pods.garbage import GarbageCollector, Thresholds
 from pkletd.supervisor.pods.garbagecheck import GarbageCheck
 from pkletd.supervisor.pods.garbageremover import GarbageRemover
+from pkletd.supervisor.pods.keyring import NO_NODE_CREDENTIALS, NodeCredentials
 from pkletd.supervisor.pods.nodeinfo import NodeInfo, kernel_version
 from pkletd.supervisor.pods.objects import ApiObjects
 from pkletd.supervisor.pods.podsync import PodSyncer
@@ -140,8 +141,10 @@ class Agent:
         worker_names: list[str],
         runtime: Runtime,
         operations: RuntimeOperations,
+        node_credentials: NodeCredentials = NO_NODE_CREDENTIALS,
     ) -> None:
         self._config = config
+        self._node_credentials = node_credentials  # credential provider plugins
         self._metrics = AgentMetrics(config.node_name, operations)  # counts the runtime's calls
         run_dir = Path(config.run_dir)
         self._forkserver = forkserver
@@ -206,6 +209,7 @@ class Agent:
             PodCgroups.host(config.pod_pids_limit).start(),
             objects,
             self._metrics.pods,
+            node_credentials=self._node_credentials,
         )
         return Parts(
             runtime=self._runtime,

@@ -142,6 +142,8 @@ class KubeletConfig:
     minimum_container_ttl_duration: float
     maximum_dead_containers_per_container: int  # negative: no limit
     maximum_dead_containers: int  # negative: no limit
+    image_credential_provider_config: str  # a CredentialProviderConfig file or directory
+    image_credential_provider_bin_dir: str  # where the providers' executables are
     # pkletd's own settings (flags only)
     root_dir: str
     run_dir: str
@@ -739,6 +741,14 @@ _FIELDS: tuple[_Field, ...] = (
     _Field(None, "maximum_dead_containers", _signed_int32, -1, "--maximum-dead-containers",
            "most old container instances kept on the node; negative: no limit (deprecated "
            "in the kubelet)", zero_means_default=False),
+    _Field(None, "image_credential_provider_config", _string, "",
+           "--image-credential-provider-config",
+           "CredentialProviderConfig (kubelet.config.k8s.io/v1) file, or directory of "
+           "*.json, *.yaml and *.yml files; empty: no credential provider plugins",
+           metavar="PATH"),
+    _Field(None, "image_credential_provider_bin_dir", _string, "",
+           "--image-credential-provider-bin-dir",
+           "directory of the credential provider plugins' executables", metavar="DIR"),
     _Field(None, "root_dir", _string, "/var/lib/kubelet", "--root-dir",
            "directory for pod volumes and plugin state"),
     _Field(None, "run_dir", _string, "/run/pkletd", "--run-dir",

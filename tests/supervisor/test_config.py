@@ -128,6 +128,8 @@ def test_defaults_without_a_file() -> None:
         minimum_container_ttl_duration=0.0,
         maximum_dead_containers_per_container=1,
         maximum_dead_containers=-1,
+        image_credential_provider_config="",
+        image_credential_provider_bin_dir="",
         root_dir="/var/lib/kubelet",
         run_dir="/run/pkletd",
         log_dir="/var/log/pkletd",
