@@ -276,11 +276,15 @@ def start(args: argparse.Namespace) -> int:
         print(f"pkletd: {exc}", file=sys.stderr)
         return 2
     from pkletd.supervisor import main as supervisor_main
+    from pkletd.supervisor.credentialproviders.providerconfig import RegistrationFailed
 
     try:
         return supervisor_main.start(loaded.config, loaded.warnings)
     except supervisor_main.AlreadyRunning as exc:
         print(f"pkletd: {exc}", file=sys.stderr)
+        return 1
+    except RegistrationFailed as exc:  # the kubelet exits 1 too
+        print(f"pkletd: failed to register CRI auth plugins: {exc}", file=sys.stderr)
         return 1
 
 

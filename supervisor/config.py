@@ -146,14 +146,14 @@ class KubeletConfig:
     # kubelet flags with no file field
     bootstrap_kubeconfig: str
     cert_dir: str  # resolved: <root-dir>/pki when not given
-    image_credential_provider_config: str
-    image_credential_provider_bin_dir: str
     kubeconfig: str
     node_ip: str
     node_labels: tuple[tuple[str, str], ...]
     minimum_container_ttl_duration: float
     maximum_dead_containers_per_container: int  # negative: no limit
     maximum_dead_containers: int  # negative: no limit
+    image_credential_provider_config: str  # a CredentialProviderConfig file or directory
+    image_credential_provider_bin_dir: str  # where the providers' executables are
     # pkletd's own settings (flags only)
     root_dir: str
     run_dir: str
@@ -827,12 +827,6 @@ _FIELDS: tuple[_Field, ...] = (
            "kubeconfig used to request a client certificate when --kubeconfig has none"),
     _Field(None, "cert_dir", _string, "", "--cert-dir",
            "directory of the kubelet's certificates; empty: <root-dir>/pki"),
-    _Field(None, "image_credential_provider_config", _string, "",
-           "--image-credential-provider-config",
-           "CredentialProviderConfig file of the image credential provider plugins"),
-    _Field(None, "image_credential_provider_bin_dir", _string, "",
-           "--image-credential-provider-bin-dir",
-           "directory of the image credential provider plugin executables"),
     _Field(None, "kubeconfig", _string, "", "--kubeconfig",
            "kubeconfig of the API server to join; empty: standalone (static pods only)"),
     _Field(None, "node_ip", _node_ips, "", "--node-ip",
@@ -850,6 +844,14 @@ _FIELDS: tuple[_Field, ...] = (
     _Field(None, "maximum_dead_containers", _signed_int32, -1, "--maximum-dead-containers",
            "most old container instances kept on the node; negative: no limit (deprecated "
            "in the kubelet)", zero_means_default=False),
+    _Field(None, "image_credential_provider_config", _string, "",
+           "--image-credential-provider-config",
+           "CredentialProviderConfig (kubelet.config.k8s.io/v1) file, or directory of "
+           "*.json, *.yaml and *.yml files; empty: no credential provider plugins",
+           metavar="PATH"),
+    _Field(None, "image_credential_provider_bin_dir", _string, "",
+           "--image-credential-provider-bin-dir",
+           "directory of the credential provider plugins' executables", metavar="DIR"),
     _Field(None, "root_dir", _string, "/var/lib/kubelet", "--root-dir",
            "directory for pod volumes and plugin state"),
     _Field(None, "run_dir", _string, "/run/pkletd", "--run-dir",

@@ -12,6 +12,8 @@ from pkletd.ipc.runtime.cri import CriRuntime
 from pkletd.supervisor import logs, parts, workerset
 from pkletd.supervisor.agent import Agent
 from pkletd.supervisor.config import KubeletConfig
+from pkletd.supervisor.credentialproviders import providerconfig
+from pkletd.supervisor.credentialproviders.providers import CredentialProviders
 from pkletd.supervisor.forkserver import ForkServer
 from pkletd.supervisor.metrics.runtimeops import RuntimeOperations
 
@@ -42,6 +44,10 @@ def _prepare(config: KubeletConfig) -> int:
 
 
 def start(config: KubeletConfig, warnings: tuple[str, ...]) -> int:
+    """Run the node; ``RegistrationFailed`` or ``AlreadyRunning`` before anything starts."""
+    plugins = providerconfig.register(
+        config.image_credential_provider_config, config.image_credential_provider_bin_dir
+    )
     _prepare(config)
     setproctitle.setproctitle("pkletd: supervisor")
     logs.configure("supervisor", Path(config.log_dir), to_stderr=True)
@@ -54,7 +60,10 @@ def start(config: KubeletConfig, warnings: tuple[str, ...]) -> int:
     runtime = CriRuntime(
         config.container_runtime_endpoint, config.runtime_request_timeout, operations.observe
     )
-    agent = Agent(parts.build(config, forkserver, list(entries), runtime, operations))
+    for plugin in plugins:
+        log.info("credential provider registered provider=%s", plugin.name)
+    credentials = CredentialProviders.of(plugins)
+    agent = Agent(parts.build(config, forkserver, list(entries), runtime, operations, credentials))
     try:
         return agent.run()
     except BaseException:  # the top of the parent: stop the workers, exit non-zero for systemd

@@ -31,6 +31,7 @@ from pkletd.supervisor.pods.events import EventRecorder
 from pkletd.supervisor.pods.garbage import GarbageCollector, Thresholds
 from pkletd.supervisor.pods.garbagecheck import GarbageCheck
 from pkletd.supervisor.pods.garbageremover import GarbageRemover
+from pkletd.supervisor.pods.keyring import NO_NODE_CREDENTIALS, NodeCredentials
 from pkletd.supervisor.pods.nodeinfo import DnsSettings, NodeInfo, kernel_version
 from pkletd.supervisor.pods.objects import ApiObjects
 from pkletd.supervisor.pods.podsync import PodSyncer
@@ -72,7 +73,9 @@ def build(
     workers: list[WorkerName],
     runtime: Runtime,
     operations: RuntimeOperations,
+    node_credentials: NodeCredentials = NO_NODE_CREDENTIALS,
 ) -> ParentParts:
+    """The parts; ``node_credentials``: the credential provider plugins' pull credentials."""
     metrics = AgentMetrics(config.node_name, operations)
     run_dir = Path(config.run_dir)
     bus, control = ParentBus(run_dir), ControlServer(run_dir)
@@ -94,6 +97,7 @@ def build(
         PodCgroups.host(config.pod_pids_limit).start(),
         objects,
         metrics.pods,
+        node_credentials=node_credentials,
     )
     labels = node_labels(config, machine)
     sync_parts = Parts(

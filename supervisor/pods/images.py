@@ -10,8 +10,10 @@ which ``backoff_left`` is what the container waits with ``ImagePullBackOff``.
 A pull reads the pod's image pull secrets (``pullsecrets``): it waits while one is not
 read yet, warns ``FailedToRetrieveImagePullSecret`` for those the API does not have, and
 tries each credential that fits the image (``keyring``) in turn as the CRI ``AuthConfig``,
-or none when none fits. Logs name the registry and the secret, never a credential.
-Called on pod-worker threads; one pod's syncs never overlap.
+the secrets' first and then the node's (its credential provider plugins, as the kubelet's
+union keyring orders them), or none when none fits. Logs name the registry and the secret
+or provider, never a credential. Called on pod-worker threads; one pod's syncs never
+overlap, and a provider plugin runs on the pulling thread.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from pkletd.supervisor.pods import pullsecrets
 from pkletd.supervisor.pods.backoff import CrashBackoff
 from pkletd.supervisor.pods.dockerconfig import BadPullSecret
 from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason, go_duration
-from pkletd.supervisor.pods.keyring import Credential
+from pkletd.supervisor.pods.keyring import NO_NODE_CREDENTIALS, Credential, NodeCredentials
 from pkletd.supervisor.pods.objects import ApiObjects
 from pkletd.supervisor.pods.podstartup import PodStartup
 from pkletd.supervisor.pods.pullsecrets import PullSecrets
@@ -49,8 +51,10 @@ class ImagePuller:
         objects: ApiObjects,
         startup: PodStartup,
         clock: Clock = SYSTEM_CLOCK,
+        node_credentials: NodeCredentials = NO_NODE_CREDENTIALS,
     ) -> None:
         self._runtime = runtime
+        self._node_credentials = node_credentials  # credential provider plugins
         self._startup = startup  # told when a pod's pulls start and end
         self._objects = objects  # where pull secrets are read
         self._events = events
@@ -143,11 +147,12 @@ class ImagePuller:
         self, image: str, sandbox: SandboxSpec, secrets: PullSecrets
     ) -> None:
         """The kubelet's PullImage: with each credential that fits the image in turn until one
-        works, or anonymously when none fits."""
+        works (the pod's secrets', then the node's), or anonymously when none fits."""
         try:
             credentials = secrets.keyring().lookup(image)
         except BadPullSecret as exc:
             raise PullFailed(str(exc)) from exc
+        credentials += self._node_credentials.lookup(image)
         attempts: list[Credential | None] = [*credentials] or [None]
         errors: list[str] = []
         for credential in attempts:
@@ -159,12 +164,19 @@ class ImagePuller:
                 errors.append(exc.rpc_message)
                 if credential is not None:
                     log.warning(
-                        "image pull failed with credentials image=%s registry=%s secret=%s",
+                        "image pull failed with credentials image=%s registry=%s %s",
                         image,
                         credential.registry,
-                        credential.secret,
+                        _source(credential),
                     )
         raise PullFailed(_aggregate(errors))
+
+
+def _source(credential: Credential) -> str:
+    """Where a credential came from, as a log field."""
+    if credential.provider:
+        return f"provider={credential.provider}"
+    return f"secret={credential.secret}"
 
 
 def _aggregate(errors: list[str]) -> str:

@@ -15,6 +15,9 @@ prefix of the repository's. Keys are tried longest first (reverse order, so
 ``quay.io/team`` before ``quay.io``) and every fitting key's credentials are returned, in
 the order they were added: the pull tries them in turn. When none fits an image of the
 default registry, ``index.docker.io``'s credentials are used.
+
+``NodeCredentials`` is what the node itself adds after the pod's secrets: its credential
+provider plugins (``supervisor/credentialproviders``), or ``NO_NODE_CREDENTIALS``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import string
 import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from pkletd.supervisor.pods.dockerconfig import Entry
 
@@ -38,13 +42,29 @@ HOST_CHARACTERS = frozenset(string.ascii_letters + string.digits + "-_.~!$&'()*+
 
 @dataclass(frozen=True, slots=True)
 class Credential:
-    """One set of credentials for a pull; ``secret`` and ``registry`` (its key) name it in
-    logs, and the password is never shown."""
+    """One set of credentials for a pull; ``secret`` (or ``provider``, the credential
+    provider plugin that gave it) and ``registry`` (its key) name it in logs, and the
+    password is never shown."""
 
     username: str
     password: str = field(repr=False)
     secret: str = ""
     registry: str = ""
+    provider: str = ""
+
+
+class NodeCredentials(Protocol):
+    def lookup(self, image: str) -> list[Credential]:
+        """The node's credentials to try for ``image`` after the pod's; [] if none."""
+        ...
+
+
+class NoNodeCredentials(NodeCredentials):
+    def lookup(self, image: str) -> list[Credential]:
+        return []
+
+
+NO_NODE_CREDENTIALS = NoNodeCredentials()
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,15 +78,19 @@ class Keyring:
     def __init__(self) -> None:
         self._by_key: dict[str, list[Credential]] = {}
 
-    def add(self, secret: str, entries: Iterable[Entry]) -> None:
-        """Keep the entries of the pull secret ``secret``."""
+    def add(self, secret: str, entries: Iterable[Entry], provider: str = "") -> None:
+        """Keep the entries of the pull secret ``secret`` (or of the plugin ``provider``)."""
         for entry in entries:
             key = _key(entry.location)
             if key is None:
                 # the location itself stays out of the log: it might carry userinfo
-                log.warning("pull secret entry ignored secret=%s why=registry not a URL", secret)
+                log.warning(
+                    "credential entry ignored secret=%s provider=%s why=registry not a URL",
+                    secret,
+                    provider,
+                )
                 continue
-            credential = Credential(entry.username, entry.password, secret, key)
+            credential = Credential(entry.username, entry.password, secret, key, provider)
             self._by_key.setdefault(key, []).append(credential)
 
     def lookup(self, image: str) -> list[Credential]:
@@ -75,7 +99,7 @@ class Keyring:
         found = [
             credential
             for key in sorted(self._by_key, reverse=True)
-            if _fits(key, repository)
+            if fits(key, repository)
             for credential in self._by_key[key]
         ]
         if not found and repository.startswith(f"{DEFAULT_DOMAIN}/"):
@@ -110,7 +134,14 @@ def _key(location: str) -> str | None:
     return host if path in ("", "/") else host + path
 
 
-def _fits(key: str, repository: str) -> bool:
+def parses(schemeless: str) -> bool:
+    """Whether Go parses ``https://`` + ``schemeless`` as a URL (a pattern can be used)."""
+    return _url(schemeless) is not None
+
+
+def fits(key: str, repository: str) -> bool:
+    """Whether the pattern ``key`` (``host[:port][/path]``, ``*`` globs per host label)
+    fits the repository, as the kubelet's ``URLsMatchStr``."""
     pattern, target = _url(key), _url(repository)
     if pattern is None or target is None:
         return False

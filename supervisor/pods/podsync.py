@@ -39,6 +39,7 @@ from pkletd.supervisor.pods.cgroups.podcgroups import PodCgroups
 from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason
 from pkletd.supervisor.pods.images import ImagePuller
 from pkletd.supervisor.pods.inspector import PodInspector
+from pkletd.supervisor.pods.keyring import NO_NODE_CREDENTIALS, NodeCredentials
 from pkletd.supervisor.pods.killing import Killer, pod_address
 from pkletd.supervisor.pods.objects import ApiObjects, ObjectUnavailable
 from pkletd.supervisor.pods.podactions import Actions, compute_actions
@@ -112,6 +113,7 @@ class PodSyncer:
         objects: ApiObjects,
         metrics: PodMetrics,
         clock: Clock = SYSTEM_CLOCK,
+        node_credentials: NodeCredentials = NO_NODE_CREDENTIALS,
     ) -> None:
         self._runtime = runtime
         self._metrics = metrics
@@ -123,7 +125,9 @@ class PodSyncer:
         self._killer = Killer(runtime, events)
         self._backoff = CrashBackoff(clock=clock)
         self._objects = objects
-        self._images = ImagePuller(runtime, events, objects, metrics.startup, clock)
+        self._images = ImagePuller(
+            runtime, events, objects, metrics.startup, clock, node_credentials
+        )
         self._kills: dict[PodUID, dict[str, tuple[int, str]]] = {}  # uid -> id -> grace, why
         self._kills_lock = threading.Lock()
 
