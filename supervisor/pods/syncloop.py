@@ -95,6 +95,9 @@ class SyncLoop:
         self._objects = parts.objects
         self._references: dict[PodUID, tuple[Pod, PodReferences]] = {}
         self._metrics = parts.metrics
+        # pods whose first sync (SyncType.CREATE) is queued: a later sync that replaces the
+        # queued work keeps its type, as the kubelet's pod workers keep SyncPodCreate
+        self._creating: set[PodUID] = set()
         self._publish = publish
         self._requeue: list[tuple[float, PodUID]] = []
         self._due: dict[PodUID, float] = {}
@@ -254,6 +257,10 @@ class SyncLoop:
         self._sync(pod)
 
     def _sync(self, pod: Pod, why: SyncType = SyncType.SYNC) -> None:
+        if why is SyncType.CREATE:
+            self._creating.add(pod.uid)
+        elif pod.uid in self._creating:
+            why = SyncType.CREATE  # its first sync has not run yet: this work replaces it
         self._check_deadline(pod)
         options = SyncOptions(self._probes.passed_startup(pod.uid), self._pods.kill_grace(pod.uid))
         urgent = self._pods.has_run(pod.uid)  # a pod already running goes before new ones
@@ -262,6 +269,8 @@ class SyncLoop:
     def _timed_sync(self, pod: Pod, options: SyncOptions, why: SyncType) -> SyncResult:
         """A pod worker's sync of the pod, its duration recorded."""
         started = time.monotonic()
+        if why is SyncType.CREATE:
+            self._creating.discard(pod.uid)
         try:
             return self._syncer.sync(pod, options)
         finally:
