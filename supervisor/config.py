@@ -138,8 +138,12 @@ class KubeletConfig:
     shutdown_grace_period_by_pod_priority: tuple[tuple[int, int], ...]  # priority, seconds
     allowed_unsafe_sysctls: tuple[str, ...]  # names, or prefixes ending in "*"
     seccomp_default: bool  # RuntimeDefault for containers that name no seccomp profile
+    rotate_certificates: bool  # renew the client certificate through the CSR API
+    server_tls_bootstrap: bool  # serving certificate from the CSR API (not served yet)
     # kubelet flags with no file field
     kubeconfig: str
+    bootstrap_kubeconfig: str  # TLS bootstrap credentials when the kubeconfig is not usable
+    cert_dir: str  # "": <root-dir>/pki
     node_ip: str
     node_labels: tuple[tuple[str, str], ...]
     minimum_container_ttl_duration: float
@@ -757,8 +761,20 @@ _FIELDS: tuple[_Field, ...] = (
     _Field("seccompDefault", "seccomp_default", _bool, False, "--seccomp-default",
            "run containers that name no seccomp profile with RuntimeDefault instead of "
            "Unconfined", zero_means_default=False, metavar="BOOL"),
+    _Field("rotateCertificates", "rotate_certificates", _bool, False, "--rotate-certificates",
+           "renew the client certificate through the API server as it nears expiry",
+           zero_means_default=False, metavar="BOOL"),
+    _Field("serverTLSBootstrap", "server_tls_bootstrap", _bool, False,
+           "--rotate-server-certificates",
+           "request the serving certificate from the API server (accepted, not served yet)",
+           zero_means_default=False, metavar="BOOL"),
     _Field(None, "kubeconfig", _string, "", "--kubeconfig",
            "kubeconfig of the API server to join; empty: standalone (static pods only)"),
+    _Field(None, "bootstrap_kubeconfig", _string, "", "--bootstrap-kubeconfig",
+           "kubeconfig with bootstrap credentials, to get a client certificate when "
+           "--kubeconfig is missing or expired (TLS bootstrap)"),
+    _Field(None, "cert_dir", _string, "", "--cert-dir",
+           "where the client certificates are kept; empty: <root-dir>/pki"),
     _Field(None, "node_ip", _node_ips, "", "--node-ip",
            "IP address of the node (its InternalIP); empty: the host's"),
     _Field(None, "node_labels", _node_labels, (), "--node-labels",

@@ -98,6 +98,28 @@ def status_manager_entry(config: KubeletConfig, settings: WorkerSettings) -> Wor
     )
 
 
+def cert_dir(config: KubeletConfig) -> Path:
+    """``--cert-dir``, by default ``<root-dir>/pki``."""
+    return Path(config.cert_dir or Path(config.root_dir) / "pki")
+
+
+def cert_manager_entry(config: KubeletConfig, settings: WorkerSettings) -> WorkerEntry:
+    from pkletd.workers import certmanager
+
+    options = certmanager.CertSettings(
+        node_name=config.node_name,
+        kubeconfig=Path(config.kubeconfig),
+        bootstrap_kubeconfig=Path(config.bootstrap_kubeconfig)
+        if config.bootstrap_kubeconfig
+        else None,
+        cert_dir=cert_dir(config),
+        rotate=config.rotate_certificates,
+    )
+    return functools.partial(
+        certmanager.main, settings, options, config.kube_api_qps, config.kube_api_burst
+    )
+
+
 def node_lease_entry(config: KubeletConfig, settings: WorkerSettings) -> WorkerEntry:
     from pkletd.workers import nodelease
 
