@@ -139,7 +139,7 @@ class KubeletConfig:
     allowed_unsafe_sysctls: tuple[str, ...]  # names, or prefixes ending in "*"
     seccomp_default: bool  # RuntimeDefault for containers that name no seccomp profile
     rotate_certificates: bool  # renew the client certificate through the CSR API
-    server_tls_bootstrap: bool  # serving certificate from the CSR API (not served yet)
+    server_tls_bootstrap: bool  # the kubelet API's certificate from the CSR API
     # kubelet flags with no file field
     kubeconfig: str
     bootstrap_kubeconfig: str  # TLS bootstrap credentials when the kubeconfig is not usable
@@ -766,7 +766,7 @@ _FIELDS: tuple[_Field, ...] = (
            zero_means_default=False, metavar="BOOL"),
     _Field("serverTLSBootstrap", "server_tls_bootstrap", _bool, False,
            "--rotate-server-certificates",
-           "request the serving certificate from the API server (accepted, not served yet)",
+           "request the kubelet API's serving certificate from the API server (CSR API)",
            zero_means_default=False, metavar="BOOL"),
     _Field(None, "kubeconfig", _string, "", "--kubeconfig",
            "kubeconfig of the API server to join; empty: standalone (static pods only)"),

@@ -52,9 +52,12 @@ def joins_cluster(config: KubeletConfig) -> bool:
 
 
 def manages_certificates(config: KubeletConfig) -> bool:
-    """A bootstrap kubeconfig or client certificate rotation: the cert-manager runs."""
+    """A bootstrap kubeconfig, certificate rotation or serverTLSBootstrap: the
+    cert-manager runs."""
     return joins_cluster(config) and (
-        bool(config.bootstrap_kubeconfig) or config.rotate_certificates
+        bool(config.bootstrap_kubeconfig)
+        or config.rotate_certificates
+        or config.server_tls_bootstrap
     )
 
 

@@ -3,7 +3,9 @@ a node with only a bootstrap kubeconfig (a bootstrap token) gets its certificate
 the CSR API, registers as ``system:node:<name>`` and becomes Ready; with 60 s certificates
 and rotateCertificates it renews before the first expires and stays Ready past its end.
 A wrong token and a denied request each get a clear log and status line and a retry,
-while static pods run."""
+while static pods run. With serverTLSBootstrap the kubelet API refuses handshakes until
+its serving CSR is approved, then ``kubectl logs`` through the API server, verifying the
+kubelet's certificate against the cluster CA, works."""
 
 from __future__ import annotations
 
@@ -137,5 +139,42 @@ def test_a_denied_request_is_reported_and_retried(
             "denial in status", lambda: "denied: reason=NotThisNode" in pkletd.cli("status").stdout
         )
         assert pkletd.pod("web")["phase"] == "Running"
+    finally:
+        kube.close()
+
+
+def test_the_kubelet_api_serves_a_cluster_signed_certificate_once_approved(
+    pkletd: Pkletd, make_apiserver: Callable[..., ApiServer]
+) -> None:
+    server = make_apiserver()
+    server.add_bootstrap_token(TOKEN)
+    server.trust_kubelet_ca(server.ca_path)  # logs and exec verify the kubelet's certificate
+    bootstrap_node(pkletd, server, TOKEN, serverTLSBootstrap=True)
+    pkletd.put("web", pod_manifest("web", "echo hello from web; sleep 3600"))
+    pkletd.start()
+    kube = Kube(server)
+    try:
+        wait_for("node Ready", node_ready(kube, pkletd.node), timeout=60)
+        mirror = f"web-{pkletd.node}"
+        wait_for("mirror pod", lambda: kube.core.read_namespaced_pod(mirror, "default"))
+        refused = kube.kubectl("logs", mirror, check=False)
+        assert refused.returncode != 0  # no serving certificate yet: the handshake fails
+        api = kubernetes.client.CertificatesV1Api(kube.api)
+
+        def serving_csr() -> str | None:
+            for item in api.list_certificate_signing_request().items:
+                if item.spec.signer_name == "kubernetes.io/kubelet-serving":
+                    return str(item.metadata.name)
+            return None
+
+        name = wait_for("a serving CSR", serving_csr, timeout=30)
+        server.decide_csr(name, True, "AdminApproved")
+
+        def logs() -> str | None:
+            result = kube.kubectl("logs", mirror, check=False)
+            return result.stdout if result.returncode == 0 else None
+
+        assert "hello from web" in wait_for("logs through the API server", logs, timeout=30)
+        assert "no serving certificate available for the kubelet" in pkletd.log("http")
     finally:
         kube.close()

@@ -4,6 +4,7 @@ The kubelet's bootstrap (``pkg/kubelet/certificate/bootstrap``) and client certi
 manager (client-go ``util/certificate``) as one worker process:
 
 - ``manager``: what is due (bootstrap, report, rotate), step by step on a thread;
+- ``serving``: the serving certificate (``serverTLSBootstrap``), on a thread of its own;
 - ``csr``: the key, the request and the CertificateSigningRequest;
 - ``requester``: create the request and wait for its certificate;
 - ``store``: the pairs under ``--cert-dir`` and the ``kubelet-client-current.pem`` link;
@@ -17,9 +18,21 @@ workers it held back for the first, and restarts them for the next (``docs/desig
 
 from __future__ import annotations
 
-from pkletd.ipc.apiclient.kubeapi import connect
+import datetime as dt
+import functools
+import random
+import threading
+from collections.abc import Callable
+
+from pkletd.ipc.apiclient.kubeapi import LimitedApiClient, connect
 from pkletd.ipc.bus.sockets import WorkerBus
 from pkletd.workers.certmanager.manager import CertManager, CertSettings
+from pkletd.workers.certmanager.serving import (
+    SERVER_PREFIX,
+    ServingCertificate,
+    subject_alt_names,
+)
+from pkletd.workers.certmanager.store import Store
 from pkletd.workers.certmanager.worker import CertManagerWorker
 from pkletd.workers.lifecycle import WorkerSettings, serve
 
@@ -29,5 +42,21 @@ __all__ = ["CertSettings", "main"]
 def main(settings: WorkerSettings, options: CertSettings, qps: int, burst: int) -> int:
     bus = WorkerBus(settings.run_dir, settings.name)
     worker = CertManagerWorker(bus)
-    worker.start(CertManager(options, lambda path: connect(path, qps, burst), worker.report))
+
+    def client(path: str) -> LimitedApiClient:
+        return connect(path, qps, burst)
+
+    manager = CertManager(options, client, worker.report)
+    serving: Callable[[threading.Event], None] | None = None
+    if options.serving_sans:
+        sans = subject_alt_names(options.serving_sans, ())
+        keeper = ServingCertificate(
+            options.node_name,
+            sans,
+            Store(options.cert_dir, SERVER_PREFIX),
+            random.Random(),
+            lambda: dt.datetime.now(dt.UTC),
+        )
+        serving = functools.partial(keeper.run, options.kubeconfig, client)
+    worker.start(manager, serving)
     return serve(settings, bus, worker)

@@ -43,6 +43,7 @@ class CertSettings:
     bootstrap_kubeconfig: Path | None
     cert_dir: Path
     rotate: bool
+    serving_sans: tuple[str, ...] = ()  # serverTLSBootstrap: the node's hostnames and IPs
 
 
 class CertManager:

@@ -28,10 +28,15 @@ class RequestFailed(Exception):
 
 
 def obtain(client: Any, request: csr.Request, name: str, stop: threading.Event, who: str) -> bytes:
-    """The signed certificate (PEM) for ``request``; ``name`` "" for a generated name."""
+    """The signed client certificate (PEM) for ``request``; ``name`` "" for a generated name."""
+    return obtain_body(client, csr.body(request, name), stop, who)
+
+
+def obtain_body(client: Any, body: dict[str, Any], stop: threading.Event, who: str) -> bytes:
+    """The signed certificate (PEM) for the CertificateSigningRequest ``body``."""
     api = kubernetes.client.CertificatesV1Api(client)
     try:
-        created = _create(api, request, name)
+        created = _create(api, body)
         return _wait(api, created, stop)
     except ApiException as exc:
         raise RequestFailed(_api_error(exc, who)) from exc
@@ -39,9 +44,10 @@ def obtain(client: Any, request: csr.Request, name: str, stop: threading.Event, 
         raise RequestFailed(f"API server unreachable: {exc}") from exc
 
 
-def _create(api: Any, request: csr.Request, name: str) -> str:
+def _create(api: Any, body: dict[str, Any]) -> str:
+    name = str(body["metadata"].get("name", ""))
     try:
-        made = api.create_certificate_signing_request(csr.body(request, name))
+        made = api.create_certificate_signing_request(body)
     except ApiException as exc:
         if exc.status == 409 and name:
             return name

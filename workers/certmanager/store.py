@@ -1,6 +1,7 @@
 """The client certificates on disk, as the kubelet's certificate store keeps them.
 
-``<cert-dir>/kubelet-client-<YYYY-MM-DD-HH-MM-SS>.pem`` holds the certificate chain then
+``<cert-dir>/kubelet-client-<YYYY-MM-DD-HH-MM-SS>.pem`` (``kubelet-server-`` for the
+serving pair) holds the certificate chain then
 the key (mode 0600, the directory 0755); ``kubelet-client-current.pem`` is a symlink to
 the newest. A new pair is linked as ``kubelet-client-updated.pem`` first, then renamed
 over the current link, so a reader always finds a whole pair. The key of a request not
@@ -17,8 +18,6 @@ from pathlib import Path
 from cryptography import x509
 
 PREFIX = "kubelet-client"
-CURRENT = f"{PREFIX}-current.pem"
-UPDATED = f"{PREFIX}-updated.pem"
 PENDING_KEY = f"{PREFIX}.key.tmp"
 STAMP = "%Y-%m-%d-%H-%M-%S"
 
@@ -34,12 +33,15 @@ class Pair:
 
 
 class Store:
-    def __init__(self, directory: Path) -> None:
+    """``prefix``: ``kubelet-client`` (the client pair) or ``kubelet-server`` (serving)."""
+
+    def __init__(self, directory: Path, prefix: str = PREFIX) -> None:
         self.directory = directory
+        self.prefix = prefix
 
     @property
     def current_path(self) -> Path:
-        return self.directory / CURRENT
+        return self.directory / f"{self.prefix}-current.pem"
 
     def current(self) -> Pair | None:
         """The pair the current link points at; None if there is none or it is unreadable."""
@@ -54,11 +56,11 @@ class Store:
     def write(self, cert_pem: bytes, key_pem: bytes, now: dt.datetime) -> Path:
         """Write a new pair and point the current link at it; the pair's file."""
         self.directory.mkdir(mode=0o755, parents=True, exist_ok=True)
-        path = self.directory / f"{PREFIX}-{now.strftime(STAMP)}.pem"
+        path = self.directory / f"{self.prefix}-{now.strftime(STAMP)}.pem"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         with open(fd, "wb") as out:
             out.write(cert_pem.rstrip(b"\n") + b"\n" + key_pem)
-        updated = self.directory / UPDATED
+        updated = self.directory / f"{self.prefix}-updated.pem"
         updated.unlink(missing_ok=True)
         updated.symlink_to(path.name)
         os.replace(updated, self.current_path)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pkletd.ipc.bus.messages import ClientCertificateReported, Message, Snapshot
 from pkletd.ipc.bus.sockets import WorkerBus
@@ -22,18 +22,26 @@ class CertManagerWorker:
         self._reports: queue.SimpleQueue[ClientCertificateReported] = queue.SimpleQueue()
         self._read_fd, self._write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
 
     def report(self, message: ClientCertificateReported) -> None:
         """Called on the manager's thread."""
         self._reports.put(message)
         os.write(self._write_fd, b"x")
 
-    def start(self, manager: CertManager) -> None:
-        self._thread = threading.Thread(
-            target=manager.run, args=(self._stop,), name="cert-manager", daemon=True
-        )
-        self._thread.start()
+    def start(
+        self, manager: CertManager, serving: Callable[[threading.Event], None] | None
+    ) -> None:
+        """The client certificate's steps on one thread, the serving one's on another."""
+        self._threads = [
+            threading.Thread(target=manager.run, args=(self._stop,), name="client", daemon=True)
+        ]
+        if serving is not None:
+            self._threads.append(
+                threading.Thread(target=serving, args=(self._stop,), name="serving", daemon=True)
+            )
+        for thread in self._threads:
+            thread.start()
 
     def on_snapshot(self, snapshot: Snapshot) -> None:
         pass
@@ -57,7 +65,7 @@ class CertManagerWorker:
 
     def close(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(STOP_WAIT_S)
+        for thread in self._threads:
+            thread.join(STOP_WAIT_S / len(self._threads))
         os.close(self._read_fd)
         os.close(self._write_fd)

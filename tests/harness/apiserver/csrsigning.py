@@ -9,8 +9,10 @@ write its ``approval`` subresource (``approve``/``deny`` here, or ``kubectl cert
 ``auto_approve=False`` turns the approver off, as a cluster without it.
 
 Signer (``pkg/controller/certificates/signer``): an approved, not yet signed client-kubelet
-CSR gets a certificate from the cluster CA valid for ``lifetime_s`` (short in tests so
-rotation happens), with the request's subject and the client-auth usage.
+or kubelet-serving CSR (serving ones are never auto-approved: ``approve`` them) gets a
+certificate from the cluster CA valid for ``lifetime_s`` (short in tests so rotation
+happens), with the request's subject, its SANs for serving, and the client-auth or
+server-auth usage.
 """
 
 from __future__ import annotations
@@ -20,7 +22,12 @@ import datetime as dt
 from typing import Any
 
 from tests.harness.apiserver.certs import Pki
-from tests.harness.apiserver.kinds.certificates import CLIENT_KUBELET, parse_request, subject
+from tests.harness.apiserver.kinds.certificates import (
+    CLIENT_KUBELET,
+    KUBELET_SERVING,
+    parse_request,
+    subject,
+)
 from tests.harness.apiserver.store import Store, now_rfc3339
 
 Obj = dict[str, Any]
@@ -91,9 +98,14 @@ class CsrSigning:
         return self.store.update(BUCKET, obj)
 
     def _sign(self, obj: Obj) -> None:
-        if obj["spec"].get("signerName") != CLIENT_KUBELET:
+        signer = obj["spec"].get("signerName")
+        if signer not in (CLIENT_KUBELET, KUBELET_SERVING):
             return
         lifetime = dt.timedelta(seconds=self.lifetime_s)
-        pem = self.pki.sign_client_request(parse_request(obj), lifetime)
+        request = parse_request(obj)
+        if signer == KUBELET_SERVING:
+            pem = self.pki.sign_serving_request(request, lifetime)
+        else:
+            pem = self.pki.sign_client_request(request, lifetime)
         obj["status"]["certificate"] = base64.b64encode(pem).decode()
         self.store.update(BUCKET, obj)

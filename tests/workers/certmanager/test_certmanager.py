@@ -153,3 +153,13 @@ def test_the_bootstrap_name_is_stable_for_one_key() -> None:
     assert csr.bootstrap_name(first) == csr.bootstrap_name(again)
     assert csr.bootstrap_name(first) != csr.bootstrap_name(csr.request_for("n1", csr.new_key()))
     assert csr.bootstrap_name(first).startswith("node-csr-")
+
+
+def test_a_garbled_bootstrap_kubeconfig_is_a_clear_failure(tmp_path: Path) -> None:
+    garbled = tmp_path / "bootstrap.conf"
+    garbled.write_text("clusters: [this is: not a kubeconfig\n")
+    settings = CertSettings("n1", tmp_path / "kubelet.conf", garbled, tmp_path / "pki", False)
+    cm = CertManager(settings, lambda path: None, lambda report: None)
+    with pytest.raises(ValueError, match="cannot read bootstrap kubeconfig"):
+        cm.step(threading.Event())
+    assert not (tmp_path / "kubelet.conf").exists()
