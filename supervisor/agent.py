@@ -25,6 +25,7 @@ from pkletd.ipc.bus.messages import (
 from pkletd.ipc.bus.workername import WorkerName
 from pkletd.ipc.runtime.cri import CriError
 from pkletd.ipc.wakeup import Wakeup
+from pkletd.supervisor import workerset
 from pkletd.supervisor.children import Children, State
 from pkletd.supervisor.control import Request
 from pkletd.supervisor.forkserver import Exited, Spawned
@@ -97,7 +98,12 @@ class Agent:
             self._node_object = compose_node(
                 self._config, self._parts.machine, self._pods.host_ip, runtime
             )
-        self._children.start_all()
+        self._children.start_all(workerset.waiting_for_certificate(self._config))
+        if self._children.held:
+            log.info(
+                "waiting for a client certificate (TLS bootstrap) held=%s",
+                ",".join(sorted(self._children.held)),
+            )
         while not (self._stopping and self._children.all_stopped()):
             if self._signalled and not self._stopping:
                 self._begin_stop(f"signal {self._signalled}")
@@ -212,7 +218,8 @@ class Agent:
         if name == WorkerName.NODE_SHUTDOWN and self._node_shutdown.done:
             self._bus.publish(ReleaseShutdownInhibitor())  # a restarted worker took a new lock
         if not self._announced_ready and all(
-            w.state is State.RUNNING for w in self._children.workers.values()
+            w.state is State.RUNNING or w.name in self._children.held
+            for w in self._children.workers.values()
         ):
             self._announced_ready = True
             self._notifier.send("READY=1")

@@ -120,10 +120,22 @@ class Children:
         self._on_ready = on_ready
         self._pending: dict[WorkerName, WorkerProcess] = {}  # spawned, pid not yet known
         self.shutting_down = False
+        self.held: set[WorkerName] = set()  # not started until released
 
-    def start_all(self) -> None:
+    def start_all(self, hold: Iterable[WorkerName] = ()) -> None:
+        """Start every worker but those in ``hold`` (kept stopped until ``release``)."""
+        self.held = {name for name in hold if name in self.workers}
         for worker in self.workers.values():
-            self._start(worker, self._clock.monotonic(), "initial start")
+            if worker.name not in self.held:
+                self._start(worker, self._clock.monotonic(), "initial start")
+
+    def release(self, why: str) -> None:
+        """Start the held workers (none once shutting down)."""
+        held, self.held = self.held, set()
+        if self.shutting_down:
+            return
+        for name in sorted(held, key=list(self.workers).index):
+            self._start(self.workers[name], self._clock.monotonic(), why)
 
     def _start(self, worker: WorkerProcess, now: float, why: str) -> None:
         worker.pid = 0

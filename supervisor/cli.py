@@ -93,6 +93,7 @@ def format_status(status: dict[str, Any], now: float | None = None) -> str:
     lines = [
         _node_line(status["node"], time.time() if now is None else now),
         *_pleg_line(status["node"]),
+        *_certificate_line(status["node"], time.time() if now is None else now),
         *_shutdown_line(status["node"]),
         "",
     ]
@@ -131,6 +132,22 @@ def _manifest_lines(rejected: list[dict[str, Any]]) -> list[str]:
     rows: list[tuple[str, ...]] = [("MANIFEST REJECTED", "REASON")]
     rows += [(m["path"], m["reason"]) for m in rejected]
     return ["", *_table(rows)]
+
+
+def _certificate_line(node: dict[str, Any], now: float) -> list[str]:
+    """``client certificate: expires in 41s`` or ``client certificate: none yet, error:
+    ...`` (TLS bootstrap or rotation going wrong); nothing without a cert-manager report."""
+    found = node.get("client_certificate")
+    if not found or not (found["path"] or found["error"]):
+        return []
+    if found["not_after"]:
+        left = found["not_after"] - now
+        facts = [f"expires in {_duration(left)}" if left > 0 else "EXPIRED"]
+    else:
+        facts = ["in use" if found["path"] else "none yet"]
+    if found["error"]:
+        facts.append(f"error: {found['error']}")
+    return [f"client certificate: {', '.join(facts)}"]
 
 
 def _pleg_line(node: dict[str, Any]) -> list[str]:

@@ -144,9 +144,9 @@ class KubeletConfig:
     rotate_certificates: bool
     server_tls_bootstrap: bool
     # kubelet flags with no file field
-    bootstrap_kubeconfig: str
-    cert_dir: str  # resolved: <root-dir>/pki when not given
     kubeconfig: str
+    bootstrap_kubeconfig: str  # TLS bootstrap credentials when the kubeconfig is not usable
+    cert_dir: str  # resolved: <root-dir>/pki when not given
     node_ip: str
     node_labels: tuple[tuple[str, str], ...]
     minimum_container_ttl_duration: float
@@ -823,12 +823,13 @@ _FIELDS: tuple[_Field, ...] = (
            "--rotate-server-certificates",
            "request the serving certificate from the API server and renew it",
            zero_means_default=False, metavar="BOOL"),
-    _Field(None, "bootstrap_kubeconfig", _string, "", "--bootstrap-kubeconfig",
-           "kubeconfig used to request a client certificate when --kubeconfig has none"),
-    _Field(None, "cert_dir", _string, "", "--cert-dir",
-           "directory of the kubelet's certificates; empty: <root-dir>/pki"),
     _Field(None, "kubeconfig", _string, "", "--kubeconfig",
            "kubeconfig of the API server to join; empty: standalone (static pods only)"),
+    _Field(None, "bootstrap_kubeconfig", _string, "", "--bootstrap-kubeconfig",
+           "kubeconfig with bootstrap credentials, to get a client certificate when "
+           "--kubeconfig is missing or expired (TLS bootstrap)"),
+    _Field(None, "cert_dir", _string, "", "--cert-dir",
+           "where the client certificates are kept; empty: <root-dir>/pki"),
     _Field(None, "node_ip", _node_ips, "", "--node-ip",
            "IP address of the node (its InternalIP); empty: the host's"),
     _Field(None, "node_labels", _node_labels, (), "--node-labels",

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 
 from pkletd.ipc.bus.messages import (
+    ClientCertificateReported,
     EvictionNeeded,
     EvictionThresholdMet,
     GarbageFound,
@@ -41,7 +42,7 @@ from pkletd.ipc.bus.messages import (
 from pkletd.supervisor.children import Children
 from pkletd.supervisor.parts import ParentParts
 from pkletd.supervisor.routing import Received
-from pkletd.supervisor.workerset import WORKER_SOURCES
+from pkletd.supervisor.workerset import API_WORKERS, WORKER_SOURCES
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +117,25 @@ class ParentHandlers:
         self._parts.sync.on_probe_metrics(got.message)
 
     # --- the cluster ----------------------------------------------------------------
+
+    def client_certificate_reported(self, got: Received[ClientCertificateReported]) -> None:
+        """A first pair starts the API workers held for it; a new one (rotated, or
+        bootstrapped again) restarts them gracefully, so each uses it from then on."""
+        report = got.message
+        previous = self._parts.node.certificate_reported(report)
+        if report.error:
+            log.error("client certificate problem error=%s", report.error)
+        if not report.path or report.path == previous:
+            return
+        if self._children.held:
+            log.info("client certificate ready path=%s; starting the API workers", report.path)
+            self._children.release("client certificate issued")
+            return
+        if previous:
+            log.info("client certificate renewed path=%s; restarting the API workers", report.path)
+            for name in API_WORKERS:
+                if name in self._children.workers:
+                    self._children.restart(name)
 
     def node_reported(self, got: Received[NodeReported]) -> None:
         self._parts.node.reported(got.message)

@@ -20,6 +20,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pkletd.ipc.bus.codec import Envelope
 from pkletd.ipc.bus.messages import (
+    ClientCertificateReported,
     EvictionNeeded,
     EvictionThresholdMet,
     GarbageFound,
@@ -139,6 +140,7 @@ class Handlers(Protocol):
     def eviction_needed(self, got: Received[EvictionNeeded]) -> None: ...
     def node_shutdown(self, got: Received[NodeShutdownStarted | NodeShutdownCancelled]) -> None: ...
     def inhibitor_reported(self, got: Received[InhibitorReported]) -> None: ...
+    def client_certificate_reported(self, got: Received[ClientCertificateReported]) -> None: ...
 
 
 def routes(to: Handlers) -> Routes:
@@ -170,6 +172,11 @@ def routes(to: Handlers) -> Routes:
         row(NodeShutdownStarted, WorkerName.NODE_SHUTDOWN, to.node_shutdown),
         row(NodeShutdownCancelled, WorkerName.NODE_SHUTDOWN, to.node_shutdown),
         row(InhibitorReported, WorkerName.NODE_SHUTDOWN, to.inhibitor_reported),
+        row(
+            ClientCertificateReported,
+            WorkerName.CERT_MANAGER,
+            to.client_certificate_reported,
+        ),
     )
 
 

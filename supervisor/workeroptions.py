@@ -98,6 +98,38 @@ def status_manager_entry(config: KubeletConfig, settings: WorkerSettings) -> Wor
     )
 
 
+def cert_dir(config: KubeletConfig) -> Path:
+    """``--cert-dir`` (the config resolves its default, ``<root-dir>/pki``)."""
+    return Path(config.cert_dir)
+
+
+def cert_manager_entry(config: KubeletConfig, settings: WorkerSettings) -> WorkerEntry:
+    from pkletd.workers import certmanager
+
+    options = certmanager.CertSettings(
+        node_name=config.node_name,
+        kubeconfig=Path(config.kubeconfig),
+        bootstrap_kubeconfig=Path(config.bootstrap_kubeconfig)
+        if config.bootstrap_kubeconfig
+        else None,
+        cert_dir=cert_dir(config),
+        rotate=config.rotate_certificates,
+        serving_sans=serving_sans(config) if config.server_tls_bootstrap else (),
+    )
+    return functools.partial(
+        certmanager.main, settings, options, config.kube_api_qps, config.kube_api_burst
+    )
+
+
+def serving_sans(config: KubeletConfig) -> tuple[str, ...]:
+    """The serving certificate's names: the node name and its addresses (``--node-ip``,
+    else the address the node registers with)."""
+    from pkletd.supervisor.node import addresses
+
+    ips = addresses.given_ips(config.node_ip)
+    return (config.node_name, *(ips or [addresses.host_ip("", config.node_name)]))
+
+
 def node_lease_entry(config: KubeletConfig, settings: WorkerSettings) -> WorkerEntry:
     from pkletd.workers import nodelease
 
@@ -261,9 +293,10 @@ def http_options(config: KubeletConfig) -> http.HttpOptions:
         tls=http.TlsOptions(
             cert_file=config.tls_cert_file,
             key_file=config.tls_private_key_file,
-            cert_dir=str(Path(config.root_dir) / "pki"),
+            cert_dir=str(cert_dir(config)),
             min_version=config.tls_min_version,
             cipher_suites=config.tls_cipher_suites,
+            bootstrap=config.server_tls_bootstrap,
         ),
         auth=http.AuthOptions(
             anonymous=config.authentication_anonymous,
@@ -274,7 +307,12 @@ def http_options(config: KubeletConfig) -> http.HttpOptions:
             authorized_ttl=config.authorization_webhook_cache_authorized_ttl,
             unauthorized_ttl=config.authorization_webhook_cache_unauthorized_ttl,
         ),
-        api=http.ApiClientOptions(config.kubeconfig, config.kube_api_qps, config.kube_api_burst),
+        api=http.ApiClientOptions(
+            config.kubeconfig,
+            config.kube_api_qps,
+            config.kube_api_burst,
+            follow_certificates=bool(config.bootstrap_kubeconfig) or config.rotate_certificates,
+        ),
         pod_logs_dir=config.pod_logs_dir,
         root_dir=config.root_dir,
         runtime_endpoint=config.container_runtime_endpoint,

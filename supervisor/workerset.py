@@ -3,10 +3,11 @@ started with.
 
 ``WORKERS`` maps each ``WorkerName`` to its spec: ``runs``, a predicate of the
 configuration (always, or only with a static pod path, a static pod URL, a kubeconfig, a
-shutdown grace period); ``entry``, the function that builds the forked child's entry from
-the configuration (``workeroptions``: the worker's ``main`` and its options); and
-``source``, the pod source a source worker reads (the only worker whose pods of that source
-the parent takes). In ``WorkerName``'s order: the start order, and ``pkletd status``'s.
+bootstrap kubeconfig or certificate rotation, a shutdown grace period); ``entry``, the
+function that builds the forked child's entry from the configuration (``workeroptions``:
+the worker's ``main`` and its options); and ``source``, the pod source a source worker
+reads (the only worker whose pods of that source the parent takes). In ``WorkerName``'s
+order: the start order, and ``pkletd status``'s.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pkletd.ipc.apiclient import clientcert
 from pkletd.ipc.apimodel.podenums import PodSource
 from pkletd.ipc.bus.workername import WorkerName
 from pkletd.supervisor import workeroptions as opt
@@ -49,6 +51,16 @@ def joins_cluster(config: KubeletConfig) -> bool:
     return bool(config.kubeconfig)
 
 
+def manages_certificates(config: KubeletConfig) -> bool:
+    """A bootstrap kubeconfig, certificate rotation or serverTLSBootstrap: the
+    cert-manager runs."""
+    return joins_cluster(config) and (
+        bool(config.bootstrap_kubeconfig)
+        or config.rotate_certificates
+        or config.server_tls_bootstrap
+    )
+
+
 def shutdown_configured(config: KubeletConfig) -> bool:
     """A shutdown grace period is set: graceful node shutdown is on."""
     return opt.shutdown_grace_s(config) > 0
@@ -61,6 +73,7 @@ WORKERS: dict[WorkerName, WorkerSpec] = {
     WorkerName.PROBER: WorkerSpec(always, opt.prober_entry),
     WorkerName.FILE_SOURCE: WorkerSpec(static_pod_path_set, opt.file_source_entry, PodSource.FILE),
     WorkerName.HTTP_SOURCE: WorkerSpec(static_pod_url_set, opt.http_source_entry, PodSource.HTTP),
+    WorkerName.CERT_MANAGER: WorkerSpec(manages_certificates, opt.cert_manager_entry),
     WorkerName.STATUS_MANAGER: WorkerSpec(joins_cluster, opt.status_manager_entry),
     WorkerName.NODE_LEASE: WorkerSpec(joins_cluster, opt.node_lease_entry),
     WorkerName.API_WATCHER: WorkerSpec(joins_cluster, opt.api_watcher_entry, PodSource.API),
@@ -74,6 +87,21 @@ WORKERS: dict[WorkerName, WorkerSpec] = {
 # Pod source -> the worker that reads it.
 SOURCE_WORKERS = {spec.source: name for name, spec in WORKERS.items() if spec.source is not None}
 WORKER_SOURCES = {name: source for source, name in SOURCE_WORKERS.items()}
+
+
+# The workers that talk to the API server with the node's credentials: held back until the
+# TLS bootstrap has given the node a certificate, restarted when it is rotated.
+API_WORKERS = tuple(name for name, spec in WORKERS.items() if spec.runs is joins_cluster)
+
+
+def waiting_for_certificate(config: KubeletConfig) -> frozenset[WorkerName]:
+    """The API workers to hold back at start: all of them while the kubeconfig is not
+    usable and a bootstrap kubeconfig will give it credentials; else none."""
+    if not manages_certificates(config) or not config.bootstrap_kubeconfig:
+        return frozenset()
+    if clientcert.usable(Path(config.kubeconfig)):
+        return frozenset()
+    return frozenset(API_WORKERS)
 
 
 def running(config: KubeletConfig) -> list[WorkerName]:

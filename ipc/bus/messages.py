@@ -259,6 +259,18 @@ class TokenIssued:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientCertificateReported:
+    """The cert-manager worker's client certificate, sent when it changes: the pair file
+    the current link points at ("" while the node has none), its expiry (wall-clock
+    seconds), and why the last request failed ("" once it succeeded)."""
+
+    kind = "ClientCertificateReported"
+    path: str
+    not_after: float
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ServicesListed:
     """The Services of one namespace as the service environment variables need them,
     sent for the namespaces of the node's pods and ``default`` once read and when they
@@ -661,6 +673,7 @@ Message = (
     | EventRecorded
     | ObjectFetched
     | TokenIssued
+    | ClientCertificateReported
     | ServicesListed
     | RuntimeClassesListed
     | GarbageFound
@@ -701,6 +714,7 @@ MESSAGES: dict[str, type[Message]] = {
         EventRecorded,
         ObjectFetched,
         TokenIssued,
+        ClientCertificateReported,
         ServicesListed,
         RuntimeClassesListed,
         GarbageFound,
@@ -736,6 +750,7 @@ FROM_WORKERS: frozenset[type[Message]] = frozenset(
         PodDeleted,
         ObjectFetched,
         TokenIssued,
+        ClientCertificateReported,
         ServicesListed,
         RuntimeClassesListed,
         GarbageFound,

@@ -19,6 +19,7 @@ class WorkerName(enum.StrEnum):
     PROBER = "prober"
     FILE_SOURCE = "file-source"
     HTTP_SOURCE = "http-source"
+    CERT_MANAGER = "cert-manager"
     STATUS_MANAGER = "status-manager"
     NODE_LEASE = "node-lease"
     API_WATCHER = "api-watcher"

@@ -15,7 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pkletd.ipc.bus.messages import NodeReported, PlegMode, PlegModeChanged
+from pkletd.ipc.bus.messages import (
+    ClientCertificateReported,
+    NodeReported,
+    PlegMode,
+    PlegModeChanged,
+)
 from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason
 
@@ -51,6 +56,7 @@ class NodeState:
         self._pleg = PlegModeChanged(PlegMode.RELISTING, "not reported yet")
         self._report: NodeReported | None = None
         self._conditions: Mapping[str, str] = {}
+        self._certificate = ClientCertificateReported("", 0.0)
         if joined:
             self._event(Reason.STARTING, "Starting kubelet.")
 
@@ -73,6 +79,11 @@ class NodeState:
                 self._event(reason, f"Node {self.name} status is now: {reason.value}")
         self._conditions = dict(report.conditions)
 
+    def certificate_reported(self, report: ClientCertificateReported) -> str:
+        """Keep the cert-manager's report; the pair file reported before it."""
+        previous, self._certificate = self._certificate.path, report
+        return previous
+
     def status(self) -> dict[str, Any]:
         """The node as ``pkletd status`` shows it."""
         report = self._report
@@ -84,6 +95,11 @@ class NodeState:
             "status_reported_at": report.status_reported_at if report is not None else 0.0,
             "api_error": report.api_error if report is not None else "",
             "conditions": dict(self._conditions),
+            "client_certificate": {
+                "path": self._certificate.path,
+                "not_after": self._certificate.not_after,
+                "error": self._certificate.error,
+            },
             "pleg": {
                 "mode": self._pleg.mode.value,
                 "reason": self._pleg.reason,

@@ -99,6 +99,11 @@ CASES: list[tuple[m.Message, frozenset[WorkerName], str]] = [
     (m.NodeShutdownStarted(), only(WorkerName.NODE_SHUTDOWN), "node_shutdown"),
     (m.NodeShutdownCancelled(), only(WorkerName.NODE_SHUTDOWN), "node_shutdown"),
     (m.InhibitorReported(True, 30.0), only(WorkerName.NODE_SHUTDOWN), "inhibitor_reported"),
+    (
+        m.ClientCertificateReported("/pki/kubelet-client-x.pem", 1.0),
+        only(WorkerName.CERT_MANAGER),
+        "client_certificate_reported",
+    ),
 ]
 IDS = [f"{type(message).__name__}-{i}" for i, (message, _, _) in enumerate(CASES)]
 # the messages some worker may not send

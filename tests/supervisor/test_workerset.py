@@ -52,6 +52,7 @@ def test_workers_start_in_the_order_of_their_names() -> None:
     every = dataclasses.replace(
         load("--pod-manifest-path", "/m", "--manifest-url", "http://h/p", "--kubeconfig", "/k"),
         shutdown_grace_period=30.0,
+        bootstrap_kubeconfig="/b",
     )
     assert workerset.running(every) == list(WorkerName)
 

@@ -31,6 +31,7 @@ class TlsOptions:
     cert_dir: str  # <root-dir>/pki
     min_version: str = ""  # Go's name; "" is TLS 1.2
     cipher_suites: tuple[str, ...] = ()  # Go's names; () is OpenSSL's defaults
+    bootstrap: bool = False  # serverTLSBootstrap: serve <cert_dir>/kubelet-server-current.pem
 
 
 class AuthorizationMode(enum.StrEnum):
@@ -56,6 +57,7 @@ class ApiClientOptions:
     kubeconfig: str = ""  # "": standalone, no API server to ask
     qps: int = 50
     burst: int = 100
+    follow_certificates: bool = False  # the cert-manager writes or rotates its credentials
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 from pkletd.ipc import tlsnames
 from pkletd.workers.http import selfsigned
 from pkletd.workers.http.options import TlsOptions
+from pkletd.workers.http.servingcert import RotatingCertificate
 
 
 class TlsError(Exception):
@@ -23,6 +24,26 @@ class TlsError(Exception):
 
 
 def server_context(options: TlsOptions, client_ca_file: str, host: str) -> ssl.SSLContext:
+    """The listening context; with ``serverTLSBootstrap`` (and no certificate files) one
+    whose connections each get the current pair from the CSR API (``servingcert``)."""
+    if options.bootstrap and not (options.cert_file or options.key_file):
+        context = _settings(options, client_ca_file)
+        rotating = RotatingCertificate(
+            Path(options.cert_dir), lambda: _settings(options, client_ca_file)
+        )
+        rotating.install(context)
+        return context
+    context = _settings(options, client_ca_file)
+    cert_file, key_file = _serving_pair(options, host)
+    try:
+        context.load_cert_chain(cert_file, key_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise TlsError(f"serving certificate {cert_file} or key {key_file}: {exc}") from None
+    return context
+
+
+def _settings(options: TlsOptions, client_ca_file: str) -> ssl.SSLContext:
+    """A context with every setting but the serving certificate."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = tlsnames.TLS_VERSIONS[
         options.min_version or tlsnames.DEFAULT_MIN_VERSION
@@ -34,11 +55,6 @@ def server_context(options: TlsOptions, client_ca_file: str, host: str) -> ssl.S
                 context.set_ciphers(ciphers)
             except ssl.SSLError as exc:
                 raise TlsError(f"tlsCipherSuites: none usable here: {exc}") from None
-    cert_file, key_file = _serving_pair(options, host)
-    try:
-        context.load_cert_chain(cert_file, key_file)
-    except (OSError, ssl.SSLError) as exc:
-        raise TlsError(f"serving certificate {cert_file} or key {key_file}: {exc}") from None
     if client_ca_file:
         try:
             context.load_verify_locations(cafile=client_ca_file)

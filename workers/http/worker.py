@@ -23,6 +23,7 @@ from pkletd.workers.http.authn import Authenticator, TokenAuthenticator
 from pkletd.workers.http.authz import AlwaysAllow, Authorizer, WebhookAuthorizer
 from pkletd.workers.http.containerlogs import ContainerLogs
 from pkletd.workers.http.endpoints import Endpoints
+from pkletd.workers.http.followreviewer import FollowingReviewer
 from pkletd.workers.http.kubeletmetrics import KubeletMetrics
 from pkletd.workers.http.nodelogs import NodeLogs
 from pkletd.workers.http.offload import Offloader
@@ -46,6 +47,8 @@ def reviewer_for(options: HttpOptions) -> Reviewer:
     api = options.api
     if not api.kubeconfig:
         return NoApiServer("no --kubeconfig: there is no API server to ask")
+    if api.follow_certificates:
+        return FollowingReviewer(api.kubeconfig, options.tls.cert_dir, api.qps, api.burst)
     try:
         return ApiReviewer(api.kubeconfig, api.qps, api.burst)
     except Exception as exc:  # noqa: BLE001 (a kubeconfig the client refuses, for any reason)

@@ -63,6 +63,8 @@ class Admission:
     def admit(self, request: AdmissionRequest) -> None:
         self._namespace_lifecycle(request)
         NodeRestriction(self.store).admit(request)
+        if request.resource == "certificatesigningrequests" and request.operation == "CREATE":
+            _requester(request)
         is_pod_create = (
             request.resource == "pods"
             and not request.subresource
@@ -193,6 +195,19 @@ def _mount_token_volume(spec: Obj) -> None:
         container.setdefault("volumeMounts", []).append(
             {"name": name, "readOnly": True, "mountPath": TOKEN_MOUNT_PATH}
         )
+
+
+def _requester(request: AdmissionRequest) -> None:
+    """The CSR strategy's PrepareForCreate: the requester's identity, not the body's."""
+    assert request.obj is not None
+    spec = request.obj.setdefault("spec", {})
+    spec["username"] = request.user.name
+    spec["groups"] = list(request.user.groups)
+    if request.user.uid:
+        spec["uid"] = request.user.uid
+    else:
+        spec.pop("uid", None)
+    spec.pop("extra", None)
 
 
 def _default_tolerations(pod: Obj) -> None:

@@ -173,6 +173,44 @@ class Pki:
         cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         return cert_path, key_path
 
+    def sign_serving_request(
+        self, request: x509.CertificateSigningRequest, lifetime: dt.timedelta
+    ) -> bytes:
+        """The CA's serving certificate for a CSR's subject, key and SANs."""
+        sans = request.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        return self._sign_request(request, lifetime, ExtendedKeyUsageOID.SERVER_AUTH, sans)
+
+    def sign_client_request(
+        self, request: x509.CertificateSigningRequest, lifetime: dt.timedelta
+    ) -> bytes:
+        """The CA's client certificate for a CSR's subject and key, valid for ``lifetime``."""
+        return self._sign_request(request, lifetime, ExtendedKeyUsageOID.CLIENT_AUTH, None)
+
+    def _sign_request(
+        self,
+        request: x509.CertificateSigningRequest,
+        lifetime: dt.timedelta,
+        usage: x509.ObjectIdentifier,
+        sans: x509.SubjectAlternativeName | None,
+    ) -> bytes:
+        now = dt.datetime.now(dt.UTC)
+        assert isinstance(self._ca_key, ec.EllipticCurvePrivateKey)
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(request.subject)
+            .issuer_name(self._ca_cert.subject)
+            .public_key(request.public_key())  # type: ignore[arg-type]
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now)
+            .not_valid_after(now + lifetime)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        )
+        if sans is not None:
+            builder = builder.add_extension(sans, critical=False)
+        cert = builder.sign(self._ca_key, hashes.SHA256())
+        return cert.public_bytes(serialization.Encoding.PEM)
+
     def client_cert(self, user: str, groups: Sequence[str] = ()) -> tuple[Path, Path]:
         """A client cert for ``user`` in ``groups`` (CN and O), signed by the CA."""
         stem = _safe(user) + ("@" + _safe(",".join(groups)) if groups else "")

@@ -4,6 +4,7 @@
   ``default/kubernetes`` Service (10.96.0.1:443) and its Endpoints (this server).
 * serviceaccount controller: a ``default`` ServiceAccount in every namespace.
 * root-ca-publisher: a ``kube-root-ca.crt`` ConfigMap (the cluster CA) in every namespace.
+* csrapproving and csrsigning (``csrsigning.py``): node client CSRs approved and signed.
 * namespace controller: a Terminating namespace has its objects deleted (pods gracefully,
   so pods bound to a node stay until their kubelet confirms), then is finalized and removed.
 """
@@ -15,6 +16,7 @@ from typing import Any
 
 from tests.harness.apiserver.auth import UserInfo
 from tests.harness.apiserver.calls import Call, Query
+from tests.harness.apiserver.csrsigning import CsrSigning
 from tests.harness.apiserver.resources import ResourceTable, ResourceType
 from tests.harness.apiserver.rest import Registry
 
@@ -26,6 +28,7 @@ ROOT_CA_DESCRIPTION = (
     "endpoints such as the internal service IP or kubernetes.default.svc. No other usage is "
     "guaranteed across distributions of Kubernetes clusters."
 )
+CSRS = ("certificates.k8s.io", "certificatesigningrequests")
 BOOT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
@@ -36,6 +39,7 @@ class Controllers:
         self.registry: Registry | None = None
         self.deleter: Any = None  # deletion.Deleter, set by the server
         self._finalizing: set[str] = set()
+        self.csrs: CsrSigning | None = None  # the CSR approver and signer, set by the server
 
     def _call(self, plural: str, namespace: str = "", name: str = "", group: str = "") -> Call:
         resource = self.table.find(group, "v1", plural)
@@ -90,6 +94,12 @@ class Controllers:
     def created(self, resource: ResourceType, obj: Obj) -> None:
         if (resource.group, resource.plural) == ("", "namespaces"):
             self._populate(obj["metadata"]["name"])
+        if (resource.group, resource.plural) == CSRS and self.csrs is not None:
+            self.csrs.written(obj)
+
+    def updated(self, resource: ResourceType, obj: Obj) -> None:
+        if (resource.group, resource.plural) == CSRS and self.csrs is not None:
+            self.csrs.written(obj)
 
     def deleted(self, resource: ResourceType, obj: Obj) -> None:
         namespace = obj["metadata"].get("namespace", "")

@@ -18,6 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.harness.apiserver.kinds.base import StatusStrategy, Strategy
+from tests.harness.apiserver.kinds.certificates import (
+    CsrApprovalStrategy,
+    CsrStatusStrategy,
+    CsrStrategy,
+)
 from tests.harness.apiserver.kinds.core import (
     ConfigMapStrategy,
     EndpointsStrategy,
@@ -137,6 +142,7 @@ def build_resources(store: Store, pod_generation: bool = False) -> ResourceTable
     nodes = NodeStrategy()
     namespaces = NamespaceStrategy()
     services = ServiceStrategy(used_cluster_ips)
+    csrs = CsrStrategy()
     return ResourceTable(
         [
             ResourceType(
@@ -328,6 +334,27 @@ def build_resources(store: Store, pod_generation: bool = False) -> ResourceTable
                 "V1RuntimeClass",
                 "runtimeclasses",
                 "/registry/runtimeclasses",
+            ),
+            ResourceType(
+                "certificates.k8s.io",
+                "v1",
+                "certificatesigningrequests",
+                "certificatesigningrequest",
+                "CertificateSigningRequest",
+                False,
+                csrs,
+                "V1CertificateSigningRequest",
+                "certificatesigningrequests",
+                "/registry/certificatesigningrequests",
+                short_names=("csr",),
+                status_strategy=CsrStatusStrategy(csrs),
+                object_subresources={"approval": CsrApprovalStrategy(csrs)},
+                subresources=(
+                    Subresource(
+                        "approval", "CertificateSigningRequest", ("get", "patch", "update")
+                    ),
+                    Subresource("status", "CertificateSigningRequest", ("get", "patch", "update")),
+                ),
             ),
             _review("authentication.k8s.io", "tokenreviews", "TokenReview", "V1TokenReview"),
             _review(

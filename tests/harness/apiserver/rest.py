@@ -274,7 +274,10 @@ class Registry:
             if self.hooks is not None:
                 self.hooks.deleted(call.resource, gone)
             return wire(call.resource, gone)
-        return wire(call.resource, self.store.update(call.resource.bucket, new))
+        stored = self.store.update(call.resource.bucket, new)
+        if self.hooks is not None:
+            self.hooks.updated(call.resource, stored)
+        return wire(call.resource, stored)
 
     def _check_preconditions(
         self, call: Call, meta: Obj, old_meta: Obj, strategy: Strategy, uid_precondition: bool

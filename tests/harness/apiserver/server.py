@@ -34,8 +34,14 @@ from tests.harness.apiserver.auth import (
     UserInfo,
     default_authorizer,
 )
+from tests.harness.apiserver.bootstraptokens import (
+    BootstrapTokens,
+    bootstrappers_limited,
+    token_secret,
+)
 from tests.harness.apiserver.certs import Pki
 from tests.harness.apiserver.controllers import Controllers
+from tests.harness.apiserver.csrsigning import CsrSigning
 from tests.harness.apiserver.deletion import Deleter
 from tests.harness.apiserver.handler import ApiHandler
 from tests.harness.apiserver.metrics import RequestLog, RequestRecord
@@ -79,6 +85,8 @@ class ApiServerConfig:
     node_authorization: bool = True  # --authorization-mode=Node,RBAC (off: allow everyone)
     authorize_node_with_selectors: bool = True  # the 1.32 feature gate (beta, on)
     admin_groups: tuple[str, ...] = ("system:masters",)
+    csr_auto_approve: bool = True  # kube-controller-manager's csrapproving controller
+    csr_certificate_lifetime_s: float = 365 * 24 * 3600.0  # what the signer issues
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -119,13 +127,19 @@ class ServerParts:
             extend_expiration=config.extend_token_expiration,
             max_expiration=config.max_token_expiration,
         )
-        self.authenticator = Authenticator([self.tokens, self.issuer], config.anonymous_auth)
+        self.authenticator = Authenticator(
+            [self.tokens, BootstrapTokens(self.store), self.issuer], config.anonymous_auth
+        )
         self.authorizer: Authorizer = default_authorizer
         if config.node_authorization:
             nodes = NodeAuthorizer(self.store, config.authorize_node_with_selectors)
-            self.authorizer = cluster_authorizer(nodes)
+            self.authorizer = cluster_authorizer(nodes, bootstrappers_limited(default_authorizer))
         self.admission = Admission(self.store)
         self.controllers = Controllers(self.table, pki.ca_pem)
+        self.csrs = CsrSigning(
+            self.store, pki, config.csr_auto_approve, config.csr_certificate_lifetime_s
+        )
+        self.controllers.csrs = self.csrs
         self.registry = Registry(self.store, self.admission, self.controllers)
         self.deleter = Deleter(self.registry)
         self.controllers.registry, self.controllers.deleter = self.registry, self.deleter
@@ -329,6 +343,19 @@ class ApiServer:
     def add_token(self, token: str, user: str, groups: Sequence[str] = (), uid: str = "") -> None:
         """Accept ``Authorization: Bearer <token>`` as ``user`` (the static token file)."""
         self.parts.tokens.add(token, UserInfo(user, tuple(groups), uid))
+
+    def add_bootstrap_token(self, token: str, extra_groups: str = "") -> None:
+        """Store the Secret that makes ``<id>.<secret>`` a bootstrap token."""
+        token_id, _, secret = token.partition(".")
+        self.parts.store.create("secrets", token_secret(token_id, secret, extra_groups))
+
+    def decide_csr(self, name: str, approved: bool, reason: str, message: str = "") -> None:
+        """Approve or deny a CSR by hand (``kubectl certificate approve|deny``)."""
+        self.parts.csrs.approve(name, approved, reason, message)
+
+    def bootstrap_kubeconfig(self, path: Path, token: str) -> Path:
+        """A kubeconfig as ``kubeadm join`` writes ``bootstrap-kubelet.conf``."""
+        return self.pki.write_kubeconfig(path, self.url, "tls-bootstrap-token-user", token=token)
 
     def requests(self, **filters: Any) -> list[RequestRecord]:
         """Recorded requests: filters user, resource, verb, subresource, user_agent, since."""
