@@ -156,7 +156,7 @@ def test_the_kubelet_api_serves_a_cluster_signed_certificate_once_approved(
     try:
         wait_for("node Ready", node_ready(kube, pkletd.node), timeout=60)
         mirror = f"web-{pkletd.node}"
-        wait_for("mirror pod", lambda: kube.core.read_namespaced_pod(mirror, "default"))
+        wait_for("mirror pod", lambda: mirror in pod_names(kube))
         refused = kube.kubectl("logs", mirror, check=False)
         assert refused.returncode != 0  # no serving certificate yet: the handshake fails
         api = kubernetes.client.CertificatesV1Api(kube.api)
@@ -178,3 +178,8 @@ def test_the_kubelet_api_serves_a_cluster_signed_certificate_once_approved(
         assert "no serving certificate available for the kubelet" in pkletd.log("http")
     finally:
         kube.close()
+
+
+def pod_names(kube: Kube) -> list[str]:
+    """The pods the API has in default (a read of one not made yet would be a 404)."""
+    return [p.metadata.name for p in kube.core.list_namespaced_pod("default").items]

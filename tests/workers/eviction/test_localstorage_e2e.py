@@ -82,9 +82,14 @@ def evicted(kube: Kube, name: str, timeout: float = 60.0) -> Any:
 def assert_evicted_as_the_kubelet(kube: Kube, name: str, status: Any, message: str) -> None:
     assert status.message == message
     assert not [c for c in status.conditions or [] if c.type == "DisruptionTarget"]
-    events = kube.core.list_namespaced_event("default").items
-    found = [e for e in events if e.reason == "Evicted" and e.involved_object.name == name]
-    assert found and found[0].type == "Warning" and found[0].message == message
+
+    def evicted_events() -> list[Any]:  # the status manager posts events a moment later
+        events = kube.core.list_namespaced_event("default").items
+        return [e for e in events if e.reason == "Evicted" and e.involved_object.name == name]
+
+    wait_for(f"{name}'s Evicted event", evicted_events, timeout=30)
+    found = evicted_events()
+    assert found[0].type == "Warning" and found[0].message == message
 
     def stopped() -> bool:
         statuses = kube.core.read_namespaced_pod(name, "default").status.container_statuses
