@@ -181,6 +181,11 @@ class Pods:
         entry = self.entries.get(uid)
         return entry.pod if entry is not None and entry.lifecycle.wanted() else None
 
+    def removed(self, uid: PodUID) -> Pod | None:
+        """The pod a source removed, while it terminates (None for an orphan)."""
+        entry = self.entries.get(uid)
+        return entry.pod if entry is not None and entry.lifecycle.terminating() else None
+
     def orphaned(self, uid: PodUID) -> None:
         """The loop terminates a pod no source wants, which the runtime (or a cgroup) has."""
         self._orphans[uid] = PodLifecycle(uid, uid, PodStage.TERMINATING)

@@ -397,9 +397,14 @@ class SyncLoop:
             if self._due.get(uid) != due:
                 continue
             del self._due[uid]
+            if self.stopping:
+                continue
             pod = self._pods.get(uid)
-            if pod is not None and not self.stopping:
+            if pod is not None:
                 self._sync(pod)
+            elif self._pods.terminating(uid):  # its termination failed: try it again
+                removed = self._pods.removed(uid)
+                self._terminate(uid, removed, removed.grace_period_s if removed else None)
         return self._requeue[0][0] if self._requeue else now + 60.0
 
     def housekeeping(self) -> None:

@@ -3,8 +3,10 @@ the kubelet's token manager keeps them (``pkg/kubelet/token``).
 
 Each ``TokenKey`` (pod, service account, audience, lifetime) gets a TokenRequest bound
 to its pod when a pod first wants it, and a new one once the kubelet would want one
-(``requires_refresh``): 80 % of its lifetime gone, more than 24 hours since it was
-issued, or issued in the future (the clock jumped back). The clock is wall time
+(``requires_refresh``): 80 % of its lifetime gone, or more than 24 hours since it was
+issued. Nothing else: a token that seems issued in the future (an API server whose
+clock is ahead of the node's, or one that rounds ``expirationTimestamp`` to the second)
+is kept, or each new token would ask for the next at once. The clock is wall time
 (``expirationTimestamp`` is), injected so tests can step it.
 
 A request that fails is tried again after 1 s, doubling to 30 s. While the token
@@ -54,7 +56,7 @@ def refresh_at(issued: Issued) -> float:
 
 
 def requires_refresh(issued: Issued, now: float) -> bool:
-    return now >= refresh_at(issued) or now < issued.issued_at
+    return now >= refresh_at(issued)
 
 
 @dataclass(slots=True)

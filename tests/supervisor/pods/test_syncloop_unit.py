@@ -3,15 +3,19 @@ already seen must neither sync nor terminate a pod a source still wants)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
-from pkletd.ipc.bus.messages import LifecycleEventType, PodLifecycleEvent
+from pkletd.ipc.bus.messages import LifecycleEventType, PodLifecycleEvent, PodsListed
+from pkletd.ipc.apimodel.podenums import PodSource
+from pkletd.ipc.runtime.cri import CriError
 from pkletd.supervisor.pods import admission
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.events import EventRecorder
 from pkletd.supervisor.pods.fakeruntime import FakeRuntime
 from pkletd.supervisor.pods.objects import ApiObjects
+from pkletd.supervisor.pods.podsync import FAILED_STEP_RETRY_S
 from pkletd.supervisor.pods.podmetrics import PodMetrics
 from pkletd.supervisor.pods.proberesults import ProbeResults
 from pkletd.supervisor.pods.syncloop import Parts, SyncLoop
@@ -99,3 +103,17 @@ def test_a_live_object_of_an_unwanted_pod_is_an_orphan(tmp_path: Path) -> None:
         PodLifecycleEvent("gone-uid", LifecycleEventType.CONTAINER_DIED, "c9", "exited")
     )
     assert workers.updates == ["gone-uid"] and loop._pods.terminating("gone-uid")
+
+
+def test_a_failed_termination_is_tried_again_after_the_back_off(tmp_path: Path) -> None:
+    """A removed pod whose StopContainer failed (a shim that went away, say) is not left
+    running: its termination runs again after the pod worker's back-off, as the
+    kubelet's pod worker retries a failed syncTerminatingPod."""
+    loop, workers, _ = loop_with_running_pod(tmp_path)
+    loop.on_pods_listed(PodsListed(PodSource.FILE, []))
+    assert workers.updates == [UID] and loop._pods.terminating(UID)
+    loop.on_sync_done(UID, CriError("StopContainer", "c1", "UNKNOWN", "ttrpc: closed"))
+    loop.run_requeues(time.monotonic() + FAILED_STEP_RETRY_S / 2)
+    assert workers.updates == [UID]
+    loop.run_requeues(time.monotonic() + FAILED_STEP_RETRY_S + 1)
+    assert workers.updates == [UID, UID]
