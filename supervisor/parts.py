@@ -86,7 +86,7 @@ def build(
     machine = MachineFacts.read(Path(config.root_dir))
     node_info = _node_info(config, machine, host_ip)
     # Without the worker that reads them (no API server) there are no objects to wait for.
-    objects = ApiObjects(standalone=WorkerName.POD_OBJECTS not in workers)
+    objects = ApiObjects(WorkerName.POD_OBJECTS not in workers, config.node_name)
     setup = PodSetup(node_info, objects, events)
     setup.dns.check_node_file()  # the kubelet's check as its sync loop starts
     syncer = PodSyncer(

@@ -5,7 +5,12 @@ the parent that uses them agree on one list.
 - ConfigMaps: ``configMap`` volumes, ``projected`` ``configMap`` sources,
   ``configMapKeyRef`` and ``envFrom`` ``configMapRef`` of every container (init and
   ephemeral ones too);
-- Secrets: the same for secrets, plus ``imagePullSecrets``;
+- Secrets: the same for secrets, plus ``imagePullSecrets`` and an inline CSI volume's
+  ``nodePublishSecretRef``;
+- PersistentVolumeClaims: ``persistentVolumeClaim`` volumes, and each generic
+  ``ephemeral`` volume's claim ``<pod>-<volume>``; CSIDrivers: inline ``csi`` volumes'
+  drivers (what a claim leads to, its volume, driver and attachment, is
+  ``persistentvolumes.derived``);
 - tokens: each ``projected`` ``serviceAccountToken`` source, for the pod's service
   account (``default`` when unset), its audience ("" for the API server's own) and
   lifetime (``expirationSeconds``, 3600 by default).
@@ -25,11 +30,20 @@ CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 class ObjectKind(enum.StrEnum):
     CONFIG_MAP = "ConfigMap"
     SECRET = "Secret"
+    PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
+    PERSISTENT_VOLUME = "PersistentVolume"  # cluster-scoped: its key's namespace is ""
+    CSI_DRIVER = "CSIDriver"  # cluster-scoped
+    VOLUME_ATTACHMENT = "VolumeAttachment"  # cluster-scoped
 
     @property
     def noun(self) -> str:
         """As the kubelet's messages name it: ``configmap "x" not found``."""
         return self.value.lower()
+
+    @property
+    def storage(self) -> bool:
+        """Read whole (``body``) and by GET only, as the node authorizer allows."""
+        return self not in (ObjectKind.CONFIG_MAP, ObjectKind.SECRET)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -65,6 +79,7 @@ def references(pod: Mapping[str, Any]) -> PodReferences:
         for kind, name in (*_volume_objects(spec), *_env_objects(spec), *_pull_secrets(spec))
         if name
     }
+    found |= {ObjectKey(*ref) for ref in _storage_objects(meta, spec) if ref[2]}
     tokens = {
         token_key(
             pod,
@@ -88,6 +103,33 @@ def token_key(pod: Mapping[str, Any], audience: str, expiration_seconds: int) ->
         audience,
         expiration_seconds,
     )
+
+
+def claim_name(pod_name: str, volume: Mapping[str, Any]) -> str:
+    """The claim a ``persistentVolumeClaim`` or generic ``ephemeral`` volume uses ("" for
+    other volumes): an ephemeral volume's is ``<pod>-<volume>``."""
+    if isinstance(volume.get("persistentVolumeClaim"), dict):
+        return str(volume["persistentVolumeClaim"].get("claimName") or "")
+    if isinstance(volume.get("ephemeral"), dict):
+        return f"{pod_name}-{volume.get('name', '')}"
+    return ""
+
+
+def _storage_objects(
+    meta: Mapping[str, Any], spec: Mapping[str, Any]
+) -> Iterable[tuple[ObjectKind, str, str]]:
+    """The claims of the pod's volumes, and its inline CSI volumes' drivers and secrets."""
+    namespace = meta.get("namespace") or "default"
+    for volume in spec.get("volumes") or ():
+        claim = claim_name(str(meta.get("name", "")), volume)
+        if claim:
+            yield ObjectKind.PERSISTENT_VOLUME_CLAIM, namespace, claim
+        inline = volume.get("csi")
+        if isinstance(inline, dict):
+            yield ObjectKind.CSI_DRIVER, "", str(inline.get("driver") or "")
+            secret = inline.get("nodePublishSecretRef") or {}
+            if isinstance(secret, dict):
+                yield ObjectKind.SECRET, namespace, str(secret.get("name") or "")
 
 
 def _volume_objects(spec: Mapping[str, Any]) -> Iterable[tuple[ObjectKind, str]]:

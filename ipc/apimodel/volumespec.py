@@ -2,9 +2,11 @@
 
 Every volume is parsed and checked; pkletd serves ``emptyDir``, ``hostPath``,
 ``downwardAPI``, ``configMap``, ``secret`` and ``projected`` (its ``downwardAPI``,
-``configMap``, ``secret`` and ``serviceAccountToken`` sources) in
-``supervisor/pods/setup/``. The other projected sources are parsed so the supervisor
-can report them the kubelet's way; any other volume type is carried by its name only.
+``configMap``, ``secret`` and ``serviceAccountToken`` sources), and the claims
+(``persistentVolumeClaim``, generic ``ephemeral``) and inline ``csi`` volumes whose
+storage is a CSI driver's, in ``supervisor/pods/setup/``. The other projected sources are
+parsed so the supervisor can report them the kubelet's way; any other volume type is
+carried by its name only.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from pkletd.ipc.apimodel import envspec, quantity
+from pkletd.ipc.apimodel import envspec, persistentvolumes, quantity
 from pkletd.ipc.apimodel import fieldcheck as f
 from pkletd.ipc.apimodel.envspec import ResourceRef
 from pkletd.ipc.apimodel.fieldcheck import InvalidField
+from pkletd.ipc.apimodel.persistentvolumes import CsiSource
 from pkletd.ipc.apimodel.references import DEFAULT_TOKEN_SECONDS
 
 HOST_PATH_TYPES = (
@@ -80,6 +83,9 @@ class Volume:
     path_type: str = ""  # hostPath
     default_mode: int = DEFAULT_MODE  # files written by pkletd
     projections: tuple[Projection, ...] = ()  # downwardAPI, projected, configMap, secret
+    claim_name: str = ""  # persistentVolumeClaim (an ephemeral volume's is <pod>-<volume>)
+    read_only: bool = False  # persistentVolumeClaim, csi
+    csi: CsiSource | None = None  # csi (inline): its handle is made per pod
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +149,8 @@ def _volume(entry: dict[str, Any], path: str) -> Volume:
         return Volume(
             name, kind, default_mode=_default_mode(source, where), projections=(projection,)
         )
+    if kind in ("persistentVolumeClaim", "ephemeral", "csi"):
+        return _storage_volume(name, kind, source, where)
     if kind == "projected":
         return Volume(
             name,
@@ -151,6 +159,24 @@ def _volume(entry: dict[str, Any], path: str) -> Volume:
             projections=_projections(source.get("sources"), f"{where}.sources"),
         )
     return Volume(name, kind)
+
+
+def _storage_volume(name: str, kind: str, source: dict[str, Any], path: str) -> Volume:
+    read_only = bool(f.boolean(source.get("readOnly"), f"{path}.readOnly"))
+    if kind == "persistentVolumeClaim":
+        claim = f.string(source.get("claimName"), f"{path}.claimName", required=True)
+        return Volume(name, kind, claim_name=claim, read_only=read_only)
+    if kind == "ephemeral":
+        if source.get("volumeClaimTemplate") is None:
+            raise InvalidField(f"{path}.volumeClaimTemplate: required value")
+        f.mapping(source["volumeClaimTemplate"], f"{path}.volumeClaimTemplate")
+        return Volume(name, kind)
+    f.string(source.get("driver"), f"{path}.driver", required=True)
+    attributes = f.optional_mapping(source.get("volumeAttributes"), f"{path}.volumeAttributes")
+    for key, value in (attributes or {}).items():
+        f.string(value, f"{path}.volumeAttributes[{key}]")
+    f.optional_mapping(source.get("nodePublishSecretRef"), f"{path}.nodePublishSecretRef")
+    return Volume(name, kind, read_only=read_only, csi=persistentvolumes.csi_source(source, ""))
 
 
 def _empty_dir(name: str, source: dict[str, Any], path: str) -> Volume:

@@ -23,7 +23,7 @@ from pkletd.ipc.apimodel.podspec import PodUID
 from pkletd.ipc.apimodel.probespec import ProbeType
 from pkletd.ipc.apimodel.references import ObjectKind
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # Runtime objects in ``Snapshot.containers``: container ids as they are, sandbox
 # ids behind this prefix.
@@ -221,8 +221,10 @@ class PodDeleted:
 
 @dataclass(frozen=True, slots=True)
 class ObjectFetched:
-    """The pod-objects worker's reading of a ConfigMap or Secret a pod of the node
-    references: sent when first read, when it changes, and again after a restart.
+    """The pod-objects worker's reading of an object a pod of the node references (a
+    ConfigMap or Secret; a claim, volume, CSIDriver or VolumeAttachment, whose ``body``
+    is ``persistentvolumes.body_of``): sent when first read, when it changes, and again
+    after a restart.
     ``error`` is "" when read; else why not, as the kubelet says it (``configmap "x"
     not found``, or the API's error), with ``missing`` when the API answered 404 (an
     ``optional`` reference is then satisfied). ``strings`` is a ConfigMap's ``data``;
@@ -239,6 +241,7 @@ class ObjectFetched:
     secret_type: str = ""
     immutable: bool = False
     resource_version: str = ""
+    body: dict[str, Any] = field(default_factory=dict)  # a storage object's (``storage``)
 
 
 @dataclass(frozen=True, slots=True)

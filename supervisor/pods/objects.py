@@ -1,6 +1,7 @@
 """The API objects the node's pods reference, as the pod-objects worker last read them:
-ConfigMaps, Secrets, service account tokens, each namespace's Services, and the
-cluster's RuntimeClasses (each one's handler).
+ConfigMaps, Secrets, service account tokens, each namespace's Services, the cluster's
+RuntimeClasses (each one's handler), and the storage objects a pod's volumes lead to
+(claims, volumes, CSIDrivers, VolumeAttachments: ``persistentvolumes``).
 
 The worker fetches and watches; the parent only keeps its latest word, in memory (a
 Secret's bytes reach disk only in the pod's tmpfs volume). Pod-worker threads read
@@ -27,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from pkletd.ipc.apimodel import runtimeclass
+from pkletd.ipc.apimodel import persistentvolumes, runtimeclass
 from pkletd.ipc.apimodel.references import ObjectKey, ObjectKind, PodReferences, TokenKey
 from pkletd.ipc.bus.messages import (
     ObjectFetched,
@@ -58,8 +59,9 @@ STANDALONE_TOKEN = (
 
 
 class ApiObjects:
-    def __init__(self, standalone: bool = False) -> None:
+    def __init__(self, standalone: bool = False, node: str = "") -> None:
         self.standalone = standalone
+        self.node = node  # a VolumeAttachment's name has it
         self._objects: dict[ObjectKey, ObjectFetched] = {}
         self._tokens: dict[TokenId, TokenIssued] = {}
         self._services: dict[str, list[dict[str, Any]]] = {}
@@ -101,9 +103,16 @@ class ApiObjects:
         for refs in wanted:
             objects |= refs.objects
             tokens |= {token_id(t) for t in refs.tokens}
+        objects = persistentvolumes.closure(objects, self._body, self.node)
         self._objects = {k: v for k, v in self._objects.items() if k in objects}
         self._tokens = {k: v for k, v in self._tokens.items() if k in tokens}
         self._services = {k: v for k, v in self._services.items() if k in namespaces}
+
+    def _body(self, key: ObjectKey) -> dict[str, Any] | None:
+        found = self._objects.get(key)
+        if found is None or (found.error and not found.missing):
+            return None
+        return found.body
 
     # --- what pods read ----------------------------------------------------------------
 

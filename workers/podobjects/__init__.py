@@ -15,6 +15,11 @@ The kubelet's secret and configmap managers (``pkg/kubelet/secret``,
   (``reading.py``, ``outbox.py``);
 - **service account tokens** (``tokens.py``): TokenRequests bound to the pod,
   refreshed as the kubelet's token manager refreshes them, sent as ``TokenIssued``;
+- **storage objects** (``polled.py``, by GET only, as the node authorizer allows): each
+  claim a pod's volumes use and what it leads to (``persistentvolumes.closure``: the
+  bound volume, its CSIDriver, its VolumeAttachment when the driver attaches, the
+  secrets it names), read again soon while not final (an unbound claim, a volume not
+  attached), sent as ``ObjectFetched`` with the object's ``body``;
 - **Services** (``services.py``): one list+watch of all of them, sent per namespace
   as ``ServicesListed``;
 - **RuntimeClasses** (``runtimeclasses.py``): one list+watch of all of them, as the
@@ -32,7 +37,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
-from collections.abc import Callable
 
 from pkletd.ipc.apiclient import kubeapi
 from pkletd.ipc.apiclient.jobs import ThreadJobs
@@ -45,7 +49,7 @@ from pkletd.workers.podobjects.nodettl import NodeTtl
 from pkletd.workers.podobjects.options import Options, Strategy
 from pkletd.workers.podobjects.outbox import Outbox
 from pkletd.workers.podobjects.parts import ObjectSource, Part
-from pkletd.workers.podobjects.polled import Polled
+from pkletd.workers.podobjects.polled import Period, Polled, storage_period
 from pkletd.workers.podobjects.runtimeclasses import RUNTIME_CLASSES, RuntimeClasses
 from pkletd.workers.podobjects.services import Services
 from pkletd.workers.podobjects.tokens import Tokens
@@ -56,7 +60,7 @@ __all__ = ["Options", "PodObjects", "Strategy", "build", "main"]
 
 THREAD_STACK = 512 * 1024  # per watch thread; the default is the 8 MiB RLIMIT_STACK
 POOL_SIZE = 1024  # connections kept for reuse: one per open watch, and then some
-READ_THREADS, TOKEN_THREADS = 4, 2
+READ_THREADS, TOKEN_THREADS, STORAGE_THREADS = 4, 2, 2
 PR_SET_DUMPABLE = 4
 
 
@@ -70,13 +74,19 @@ def build(
     if options.strategy is Strategy.WATCH:
         objects = Watched(calls, outbox.put_object)
     else:
-        period: Callable[[], float] = lambda: options.sync_frequency  # noqa: E731
+        period: Period = lambda key: options.sync_frequency  # noqa: E731
         if options.strategy is Strategy.CACHE:
             ttl = NodeTtl(calls.node_lister(), options.node_name)
             others.append(ttl)
-            period = lambda: max(ttl.seconds(), options.sync_frequency)  # noqa: E731
+            period = lambda key: max(ttl.seconds(), options.sync_frequency)  # noqa: E731
         reads = ThreadJobs(READ_THREADS, "reads")
         objects = Polled(calls.read, reads, period, outbox.put_object)
+    storage = Polled(
+        calls.read,
+        ThreadJobs(STORAGE_THREADS, "storage"),
+        storage_period(outbox.latest_object),
+        outbox.put_object,
+    )
     tokens = Tokens(calls.request_token, ThreadJobs(TOKEN_THREADS, "tokens"), outbox.put, clock)
     services = Services(
         calls.services_lister(), lambda namespace, m: outbox.put(services_key(namespace), m)
@@ -86,7 +96,7 @@ def build(
             calls.runtime_classes_lister(), functools.partial(outbox.put, RUNTIME_CLASSES)
         )
     )
-    return PodObjects(outbox, objects, tokens, services, others)
+    return PodObjects(outbox, objects, storage, tokens, services, options.node_name, others)
 
 
 def main(settings: WorkerSettings, kubeconfig: str, options: Options) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
+from collections.abc import Callable
 from typing import Any
 
 import kubernetes.client
@@ -49,15 +50,21 @@ class ApiCalls:
         return kubernetes.client.NodeV1Api(self._client).list_runtime_class
 
     def read(self, key: ObjectKey) -> Obj:
-        """One GET of the object (the Cache and Get strategies); ApiException 404 if gone."""
-        read = (
-            self._core.read_namespaced_config_map
-            if key.kind is ObjectKind.CONFIG_MAP
-            else self._core.read_namespaced_secret
-        )
-        response = read(
+        """One GET of the object (the Cache and Get strategies, and every storage object:
+        the node authorizer lets a node only get those); ApiException 404 if gone."""
+        storage = kubernetes.client.StorageV1Api(self._client)
+        reads: dict[ObjectKind, Callable[..., Any]] = {
+            ObjectKind.CONFIG_MAP: self._core.read_namespaced_config_map,
+            ObjectKind.SECRET: self._core.read_namespaced_secret,
+            ObjectKind.PERSISTENT_VOLUME_CLAIM: self._core.read_namespaced_persistent_volume_claim,
+            ObjectKind.PERSISTENT_VOLUME: self._core.read_persistent_volume,
+            ObjectKind.CSI_DRIVER: storage.read_csi_driver,
+            ObjectKind.VOLUME_ATTACHMENT: storage.read_volume_attachment,
+        }
+        where = (key.namespace,) if key.namespace else ()
+        response = reads[key.kind](
             key.name,
-            key.namespace,
+            *where,
             _preload_content=False,
             _request_timeout=kubeapi.REQUEST_TIMEOUT_S,
         )

@@ -51,6 +51,11 @@ class Outbox:
         _log_change(key, was, message)
         self.put(key, message)
 
+    def latest_object(self, key: ObjectKey) -> ObjectFetched | None:
+        """The newest reading of an object (None: not read yet)."""
+        found = self._latest.get(key)
+        return found if isinstance(found, ObjectFetched) else None
+
     def drop(self, key: Hashable) -> None:
         self._latest.pop(key, None)
         self._sent.pop(key, None)

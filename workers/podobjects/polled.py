@@ -8,6 +8,12 @@ older than the TTL (``Cache``), or on every ask (``Get``); a pod syncs every
 ``max(TTL, syncFrequency)``: a TTL of 0 (what the API server's TTL controller gives a
 small cluster) still reads once per pod sync, not in a loop.
 
+The storage objects (claims, volumes, CSIDrivers, VolumeAttachments) are polled the
+same way, with a period of their own (``storage_period``): a reading that is not final
+yet (an unbound claim, a volume not attached: ``persistentvolumes.settled``) is read
+again after ``UNSETTLED_S``, a final one only after ``SETTLED_S``, as the kubelet reads a
+pod's claim and volume once and retries what it waits for.
+
 The GETs run on a few job threads; a GET that failed (not 404) is tried again after
 1 s doubling to 30 s.
 """
@@ -22,12 +28,30 @@ from pkletd.ipc.apiclient import kubeapi
 from pkletd.ipc.apiclient.jobs import Jobs
 from pkletd.ipc.apiclient.reflector import Obj
 from pkletd.ipc.apiclient.retry import Retry
+from pkletd.ipc.apimodel import persistentvolumes
 from pkletd.ipc.apimodel.references import ObjectKey
+from pkletd.ipc.bus.messages import ObjectFetched
 from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
-from pkletd.workers.podobjects.parts import Report
+from pkletd.workers.podobjects.parts import IDLE_S, Report
 from pkletd.workers.podobjects.reading import NOT_FOUND, failed, reading
 
 Read = Callable[[ObjectKey], Obj]
+Period = Callable[[ObjectKey], float]  # how long a key's last answer stays fresh
+Latest = Callable[[ObjectKey], ObjectFetched | None]
+UNSETTLED_S = 2.0
+SETTLED_S = 3600.0
+
+
+def storage_period(latest: Latest) -> Period:
+    """A storage object's period: short until its reading is final."""
+
+    def period(key: ObjectKey) -> float:
+        fetched = latest(key)
+        if fetched is None or (fetched.error and not fetched.missing):
+            return UNSETTLED_S
+        return SETTLED_S if persistentvolumes.settled(key, fetched.body) else UNSETTLED_S
+
+    return period
 
 
 @dataclass(slots=True)
@@ -47,7 +71,7 @@ class Polled:
         self,
         read: Read,
         jobs: Jobs,
-        period: Callable[[], float],
+        period: Period,
         report: Report,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
@@ -76,12 +100,11 @@ class Polled:
         self._jobs.deliver()
 
     def tick(self, now: float) -> float:
-        period = self._period()
-        wake = now + period
+        wake = now + IDLE_S
         for key, polling in self._polls.items():
             if self._jobs.busy(key):
                 continue
-            due = polling.due(period)
+            due = polling.due(self._period(key))
             if due <= now:
                 self._jobs.submit(key, functools.partial(self._read, key), self._done(key))
             else:

@@ -1,5 +1,8 @@
-"""A ConfigMap or Secret as the API returned it, or why it could not be read, turned
-into the ``ObjectFetched`` the parent keeps.
+"""An object as the API returned it, or why it could not be read, turned into the
+``ObjectFetched`` the parent keeps.
+
+- a storage object (claim, volume, CSIDriver, VolumeAttachment) travels as its
+  ``body``: the metadata a node uses, ``spec`` and ``status``;
 
 - a ConfigMap's ``data`` travels as ``strings`` and its ``binaryData`` (base64 in the
   API) as ``data``; a Secret's ``data`` is decoded into ``data``;
@@ -23,6 +26,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 from pkletd.ipc.apiclient import kubeapi
+from pkletd.ipc.apimodel import persistentvolumes
 from pkletd.ipc.apimodel.references import ObjectKey, ObjectKind
 from pkletd.ipc.bus.messages import ObjectFetched
 
@@ -37,6 +41,9 @@ def reading(key: ObjectKey, obj: Obj | None) -> ObjectFetched:
         return missing(key)
     meta = obj.get("metadata") or {}
     version = str(meta.get("resourceVersion") or "")
+    if key.kind.storage:
+        body = persistentvolumes.body_of(obj)
+        return ObjectFetched(key.kind, key.namespace, key.name, resource_version=version, body=body)
     try:
         strings, data = _contents(key.kind, obj)
     except (binascii.Error, ValueError, TypeError, AttributeError):

@@ -10,7 +10,9 @@ lost something.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+from pkletd.ipc.apimodel import persistentvolumes
 from pkletd.ipc.apimodel.references import ObjectKey
 from pkletd.ipc.bus.messages import Message, PodForgotten, PodStatusUpdated, Snapshot
 from pkletd.workers.podobjects.outbox import Outbox
@@ -32,16 +34,20 @@ class PodObjects:
         self,
         outbox: Outbox,
         objects: ObjectSource,
+        storage: ObjectSource,
         tokens: Tokens,
         services: Services,
+        node: str,
         others: Sequence[Part] = (),
     ) -> None:
         self._outbox = outbox
         self._wanted = Wanted()
         self._objects = objects
+        self._storage = storage
         self._tokens = tokens
         self._services = services
-        parts: tuple[Part, ...] = (objects, tokens, services, *others)
+        self._node = node
+        parts: tuple[Part, ...] = (objects, storage, tokens, services, *others)
         self._parts = {part.fileno(): part for part in parts}
         self._followed: set[ObjectKey] = set()
 
@@ -67,6 +73,8 @@ class PodObjects:
             part.on_readable()
 
     def tick(self, now: float) -> float:
+        if self._all_wanted() != self._followed:  # a storage reading led somewhere new
+            self._follow(set())
         wake = min(part.tick(now) for part in self._parts.values())
         if self._outbox.owed():
             self._outbox.flush()
@@ -79,15 +87,28 @@ class PodObjects:
 
     # --- what the pods want ------------------------------------------------------
 
+    def _all_wanted(self) -> set[ObjectKey]:
+        """What the pods reference, and what the storage objects among it lead to."""
+        return persistentvolumes.closure(self._wanted.objects(), self._body, self._node)
+
+    def _body(self, key: ObjectKey) -> dict[str, Any] | None:
+        fetched = self._outbox.latest_object(key)
+        if fetched is None or (fetched.error and not fetched.missing):
+            return None
+        return fetched.body
+
+    def _source(self, key: ObjectKey) -> ObjectSource:
+        return self._storage if key.kind.storage else self._objects
+
     def _follow(self, renewed: set[ObjectKey]) -> None:
         """Follow what the pods reference now; read again what a pod references anew."""
-        wanted = self._wanted.objects()
+        wanted = self._all_wanted()
         for key in sorted(wanted - self._followed):
-            self._objects.add(key)
+            self._source(key).add(key)
         for key in sorted(renewed & self._followed):
-            self._objects.renew(key)
+            self._source(key).renew(key)
         for key in self._followed - wanted:
-            self._objects.drop(key)
+            self._source(key).drop(key)
             self._outbox.drop(key)
         self._followed = wanted
         for token in self._tokens.want(self._wanted.tokens()):
