@@ -67,7 +67,8 @@ def test_readings_carry_the_api_defaults() -> None:
     claim = pv.claim({"metadata": {"ownerReferences": [{"uid": "p", "controller": True}]}})
     assert (claim.phase, claim.owner_uid, claim.bound) == ("Pending", "p", False)
     local = pv.volume("pv-2", {"spec": {"local": {"path": "/mnt/disk"}, "volumeMode": "Block"}})
-    assert (local.source_kind, local.host_path, local.volume_mode) == ("local", "/mnt/disk", "Block")
+    found = (local.source_kind, local.host_path, local.volume_mode)
+    assert found == ("local", "/mnt/disk", "Block")
     assert pv.volume("pv-3", {"spec": {"nfs": {"server": "x"}}}).source_kind == "nfs"
     body = pv.body_of({"metadata": {"uid": "u", "managedFields": [1]}, "spec": {"a": 1}})
     assert body == {"metadata": {"uid": "u"}, "spec": {"a": 1}, "status": {}}
