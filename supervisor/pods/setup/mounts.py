@@ -85,3 +85,9 @@ def make_rshared(path: Path) -> bool:
         _libc.mount(None, target, None, MS_SHARED | MS_REC, None), f"mount --make-rshared {path}"
     )
     return True
+
+
+def is_mountpoint(target: Path) -> bool:
+    """Whether something is mounted exactly at ``target`` (a bind mount too, which
+    ``os.path.ismount`` misses on the same file system)."""
+    return str(target) in mounted()

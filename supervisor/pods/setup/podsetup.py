@@ -23,6 +23,7 @@ from pkletd.supervisor.pods.events import EventRecorder, ObjectRef, Reason
 from pkletd.supervisor.pods.nodeinfo import NodeInfo
 from pkletd.supervisor.pods.objects import ApiObjects
 from pkletd.supervisor.pods.setup import envvars, podhosts, securitycontext, terminationlog
+from pkletd.supervisor.pods.setup.csivolumes import NO_DRIVERS, DriverEndpoints
 from pkletd.supervisor.pods.setup.dns import DnsConfigurer
 from pkletd.supervisor.pods.setup.envvars import ConfigError
 from pkletd.supervisor.pods.setup.podhosts import FqdnTooLong, HostsFile, HostsFileError
@@ -50,10 +51,16 @@ class Blocked:
 
 
 class PodSetup:
-    def __init__(self, node: NodeInfo, objects: ApiObjects, events: EventRecorder) -> None:
+    def __init__(
+        self,
+        node: NodeInfo,
+        objects: ApiObjects,
+        events: EventRecorder,
+        drivers: DriverEndpoints = NO_DRIVERS,
+    ) -> None:
         self.node = node
         self.objects = objects
-        self.volumes = PodVolumes(node, objects)
+        self.volumes = PodVolumes(node, objects, drivers)
         self.dns = DnsConfigurer(node.dns, node.name, events)
         self.hosts = HostsFile(node)
         self._events = events

@@ -19,6 +19,13 @@ Under ``<root-dir>/pods/<uid>/volumes/<plugin>/<name>``:
 - ``hostPath``: the host's path itself, after the kubelet's type check
   (``checkType``), creating it for ``DirectoryOrCreate`` (0755) and
   ``FileOrCreate`` (0644).
+- ``persistentVolumeClaim``, generic ``ephemeral`` and inline ``csi``: the storage the
+  claim is bound to (``claims``): a CSI driver's volume, staged and published by
+  ``csivolumes`` under ``kubernetes.io~csi/<name>/mount`` (unpublished first at
+  teardown), or a ``hostPath``/``local`` volume's path. Each is set up once per pod
+  (and once more after pkletd restarts, which finds it mounted and mounts nothing);
+  a claim that cannot be used fails as the kubelet's volume manager says it
+  (``Unable to attach or mount volumes: ...``).
 
 ``fsGroup`` is applied to the volumes the kubelet applies it to (everything but
 ``hostPath``) as ``SetVolumeOwnership`` does: group ``fsGroup``, ``rw-rw----``
@@ -48,7 +55,14 @@ from pkletd.ipc.apimodel.volumespec import Volume
 from pkletd.ipc.runtime.cri import MountSpec
 from pkletd.supervisor.pods.nodeinfo import NodeInfo
 from pkletd.supervisor.pods.objects import ApiObjects
-from pkletd.supervisor.pods.setup import atomicwriter, downward, mounts
+from pkletd.supervisor.pods.setup import atomicwriter, claims, downward, mounts
+from pkletd.supervisor.pods.setup.claims import STORAGE_KINDS
+from pkletd.supervisor.pods.setup.csivolumes import (
+    NO_DRIVERS,
+    CsiFailure,
+    CsiVolumes,
+    DriverEndpoints,
+)
 from pkletd.supervisor.pods.setup.envvars import ConfigError, expand
 from pkletd.supervisor.pods.setup.projection import Pending, Projector, SourceFailure
 from pkletd.supervisor.pods.setup.securitycontext import pod_security
@@ -218,9 +232,13 @@ def setup_empty_dir(pod: Pod, volume: Volume, path: Path, node: NodeInfo) -> boo
 
 
 class PodVolumes:
-    def __init__(self, node: NodeInfo, objects: ApiObjects) -> None:
+    def __init__(
+        self, node: NodeInfo, objects: ApiObjects, drivers: DriverEndpoints = NO_DRIVERS
+    ) -> None:
         self._node = node
         self._objects = objects
+        self.csi = CsiVolumes(node, drivers)
+        self._storage: dict[tuple[str, str], Path] = {}  # (pod uid, volume): where it is
 
     def pod_dir(self, uid: str) -> Path:
         return self._node.pods_dir / uid
@@ -228,6 +246,11 @@ class PodVolumes:
     def path(self, pod: Pod, volume: Volume) -> Path:
         if volume.kind == "hostPath":
             return Path(volume.path)
+        if volume.kind in STORAGE_KINDS:
+            found = self._storage.get((pod.uid, volume.name))
+            if found is None:
+                raise ConfigError(f'volume "{volume.name}" is not mounted')
+            return found
         plugin = PLUGIN_DIRS.get(volume.kind, f"kubernetes.io~{volume.kind.lower()}")
         return self.pod_dir(pod.uid) / "volumes" / plugin / volume.name
 
@@ -241,16 +264,40 @@ class PodVolumes:
         for sub in ("", "volumes", "plugins"):
             (self.pod_dir(pod.uid) / sub).mkdir(mode=0o750, parents=True, exist_ok=True)
         for volume in pod.volumes:
-            if remount and volume.kind not in WRITTEN_KINDS:
+            if remount and not self._remounted(pod, volume):
                 continue
             try:
                 self._setup_one(pod, volume)
             except Pending as exc:
                 raise VolumePending(f'volume "{volume.name}" waits for {exc}') from exc
-            except (SetupFailure, SourceFailure, OSError, atomicwriter.PayloadError) as exc:
+            except claims.ClaimError as exc:
+                name = volume.name
+                raise VolumeError(
+                    f"Unable to attach or mount volumes: unmounted volumes=[{name}], "
+                    f"unattached volumes=[{name}], failed to process volumes=[{name}]: {exc}"
+                ) from exc
+            except claims.AttachFailed as exc:
+                raise VolumeError(
+                    f'MountVolume.WaitForAttach failed for volume "{volume.name}" : {exc}'
+                ) from exc
+            except (
+                SetupFailure,
+                SourceFailure,
+                CsiFailure,
+                OSError,
+                atomicwriter.PayloadError,
+            ) as exc:
                 raise VolumeError(
                     f'MountVolume.SetUp failed for volume "{volume.name}" : {exc}'
                 ) from exc
+
+    def _remounted(self, pod: Pod, volume: Volume) -> bool:
+        """What a sync of a set-up pod sets up again: the written volumes, and a storage
+        volume pkletd has not seen mounted since it started (it checks, mounts nothing
+        twice)."""
+        if volume.kind in STORAGE_KINDS:
+            return (pod.uid, volume.name) not in self._storage
+        return volume.kind in WRITTEN_KINDS
 
     def _setup_one(self, pod: Pod, volume: Volume) -> None:
         security = pod_security(pod)
@@ -262,6 +309,9 @@ class PodVolumes:
             fresh = setup_empty_dir(pod, volume, path, self._node)
             if fresh and security.fs_group is not None:
                 self._own(path, security.fs_group, False, security.fs_group_change_policy)
+            return
+        if volume.kind in STORAGE_KINDS:
+            self._storage[(pod.uid, volume.name)] = self._setup_storage(pod, volume)
             return
         if volume.kind not in WRITTEN_KINDS:
             raise SetupFailure(f"pkletd does not serve volumes of type {volume.kind}")
@@ -275,6 +325,20 @@ class PodVolumes:
                 self._own(path, group, True, security.fs_group_change_policy)
 
         atomicwriter.write(path, files, perms)
+
+    def _setup_storage(self, pod: Pod, volume: Volume) -> Path:
+        """A claim's host path (checked), or its CSI volume published for the pod."""
+        found = claims.resolve(pod, volume, self._objects)
+        if isinstance(found, claims.HostVolume):
+            if not os.path.lexists(found.path):
+                raise SetupFailure(f"path {found.path} does not exist")
+            return Path(found.path)
+        security = pod_security(pod)
+        target = self.csi.target(pod.uid, volume.name)
+        if self.csi.publish(pod, found, self._objects, security.fs_group):
+            assert security.fs_group is not None
+            self._own(target, security.fs_group, False, security.fs_group_change_policy)
+        return target
 
     def _own(self, path: Path, gid: int, read_only: bool, policy: str) -> None:
         if needs_ownership(path, gid, read_only, policy):
@@ -312,7 +376,7 @@ class PodVolumes:
                     if mount.mount_path.startswith("/")
                     else "/" + mount.mount_path,
                     host_path=str(host),
-                    readonly=mount.read_only or volume.kind in WRITTEN_KINDS,
+                    readonly=mount.read_only or volume.read_only or volume.kind in WRITTEN_KINDS,
                     propagation=PROPAGATIONS[mount.propagation],
                 )
             )
@@ -366,12 +430,21 @@ class PodVolumes:
     def teardown(self, uid: str) -> None:
         """Unmount what is mounted in the pod's dir and remove it (pod termination).
 
-        A failure is logged, not raised: the pod is gone from the runtime either way,
-        and a directory still mounted is kept rather than emptied.
+        Its CSI volumes go first, through their drivers: VolumeError if one cannot be
+        unpublished (its driver is away, say), so the termination is tried again and the
+        pod is not forgotten with a volume still published. Any other failure is logged,
+        not raised: the pod is gone from the runtime either way, and a directory still
+        mounted is kept rather than emptied.
         """
         pod_dir = self.pod_dir(uid)
+        self._storage = {k: v for k, v in self._storage.items() if k[0] != uid}
         if not pod_dir.exists():
             return
+        try:
+            self.csi.unpublish_pod(uid)
+        except (CsiFailure, OSError) as exc:
+            log.error("pod volumes not torn down uid=%s error=%s", uid, exc)
+            raise VolumeError(f"UnmountVolume.TearDown failed for pod {uid}: {exc}") from exc
         try:
             for point in mounts.mounts_under(pod_dir):
                 try:
