@@ -300,6 +300,9 @@ class PodVolumes:
         return volume.kind in WRITTEN_KINDS
 
     def _setup_one(self, pod: Pod, volume: Volume) -> None:
+        if volume.kind in STORAGE_KINDS:
+            self._storage[(pod.uid, volume.name)] = self._setup_storage(pod, volume)
+            return
         security = pod_security(pod)
         path = self.path(pod, volume)
         if volume.kind == "hostPath":
@@ -309,9 +312,6 @@ class PodVolumes:
             fresh = setup_empty_dir(pod, volume, path, self._node)
             if fresh and security.fs_group is not None:
                 self._own(path, security.fs_group, False, security.fs_group_change_policy)
-            return
-        if volume.kind in STORAGE_KINDS:
-            self._storage[(pod.uid, volume.name)] = self._setup_storage(pod, volume)
             return
         if volume.kind not in WRITTEN_KINDS:
             raise SetupFailure(f"pkletd does not serve volumes of type {volume.kind}")
