@@ -159,6 +159,7 @@ class Agent:
                     self._parts.node.pleg_ok(),
                     self._node_shutdown.shutting_down,
                     list(self._pressure.conditions),
+                    self._parts.csi_volumes.in_use(),
                 )
             )
             self._next_alive = now + ALIVE_S

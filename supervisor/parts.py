@@ -40,6 +40,7 @@ from pkletd.supervisor.pods.proberesults import ProbeResults
 from pkletd.supervisor.pods.rejectedmanifests import RejectedManifests
 from pkletd.supervisor.pods.runtime import Runtime
 from pkletd.supervisor.pods.setup import apparmor
+from pkletd.supervisor.pods.setup.csivolumes import CsiVolumes
 from pkletd.supervisor.pods.setup.podsetup import PodSetup
 from pkletd.supervisor.pods.syncloop import Parts, SyncLoop
 
@@ -65,6 +66,7 @@ class ParentParts:
     node_shutdown: NodeShutdown
     pressure: NodePressure
     manifests: RejectedManifests  # the static manifests the sources refused, by file
+    csi_volumes: CsiVolumes  # the CSI volumes staged and published here
 
 
 def build(
@@ -89,6 +91,7 @@ def build(
     objects = ApiObjects(WorkerName.POD_OBJECTS not in workers, config.node_name)
     setup = PodSetup(node_info, objects, events)
     setup.dns.check_node_file()  # the kubelet's check as its sync loop starts
+    setup.volumes.csi.reconstruct()  # what the pkletd before this one mounted
     syncer = PodSyncer(
         runtime,
         Path(config.pod_logs_dir),
@@ -141,6 +144,7 @@ def build(
         node_shutdown=NodeShutdown.of(config, sync, events),
         pressure=NodePressure(config.node_name, events),
         manifests=RejectedManifests(),
+        csi_volumes=setup.volumes.csi,
     )
 
 

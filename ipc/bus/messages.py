@@ -592,13 +592,15 @@ class ParentAlive:
     """Broadcast: the parent's sync loop ran; feeds the syncloop health check.
     ``pleg_ok``: PLEG relisted within the last 3 minutes (the kubelet's threshold);
     ``shutting_down``: the node is shutting down (Ready turns False); ``pressure``: the
-    pressure conditions in force (``MemoryPressure``...), as the eviction worker said."""
+    pressure conditions in force (``MemoryPressure``...), as the eviction worker said;
+    ``volumes_in_use``: the CSI volumes staged or published here (``volumesInUse``)."""
 
     kind = "ParentAlive"
     sync_loop_ok: bool
     pleg_ok: bool = True
     shutting_down: bool = False
     pressure: list[str] = field(default_factory=list)
+    volumes_in_use: list[str] = field(default_factory=list)  # unique names, sorted
 
 
 @dataclass(frozen=True, slots=True)

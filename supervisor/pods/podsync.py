@@ -264,6 +264,13 @@ class PodSyncer:
             self._killer.kill(pod, state, container, *kills[container.id])
         return self._inspector.inspect(pod.uid) if doomed else state
 
+    def pod_dirs(self) -> set[PodUID]:
+        """The pods with a dir under the root dir's ``pods``."""
+        try:
+            return {PodUID(p.name) for p in self._setup.node.pods_dir.iterdir() if p.is_dir()}
+        except FileNotFoundError:
+            return set()
+
     def unused_cgroups(self, skip: Callable[[PodUID], bool]) -> set[PodUID]:
         """Pods with a cgroup and nothing in it, but for the uids ``skip`` says."""
         return self._cgroups.unused(skip)

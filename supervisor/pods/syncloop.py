@@ -102,6 +102,7 @@ class SyncLoop:
         self._requeue: list[tuple[float, PodUID]] = []
         self._due: dict[PodUID, float] = {}
         self._cgroup_orphans: set[PodUID] = set()  # pod cgroups with no pod, at the last pass
+        self._dir_orphans: set[PodUID] = set()  # pod dirs with no pod, at the last pass
         self._next_housekeeping = 0.0
         self.stopping = False
         self.runtime_ok = True
@@ -409,8 +410,9 @@ class SyncLoop:
 
     def housekeeping(self) -> None:
         """Terminate pods the runtime runs that no source wants (after every source spoke),
-        and pod cgroups left with no pod and no sandbox (the kubelet's
-        cleanupOrphanedPodCgroups). Forget API objects no pod references."""
+        and pod cgroups and pod dirs left with no pod and no sandbox (the kubelet's
+        cleanupOrphanedPodCgroups and cleanupOrphanedPodDirs). Forget API objects no pod
+        references."""
         self._forget_objects()
         try:
             sandboxes = self._runtime.list_sandboxes()
@@ -432,6 +434,7 @@ class SyncLoop:
                 self._pods.orphaned(PodUID(sandbox.uid))
                 self._terminate(PodUID(sandbox.uid), None, None)
         self._orphaned_cgroups({s.uid for s in sandboxes})
+        self._orphaned_pod_dirs({s.uid for s in sandboxes})
 
     def _orphaned_cgroups(self, with_sandbox: set[str]) -> None:
         """Remove a pod cgroup seen on two passes in a row with nothing in it, no pod and
@@ -444,6 +447,21 @@ class SyncLoop:
             self._pods.orphaned(uid)
             self._terminate(uid, None, None)
         self._cgroup_orphans = orphans
+
+    def _orphaned_pod_dirs(self, with_sandbox: set[str]) -> None:
+        """Terminate what is left in a pod dir seen on two passes in a row with no pod and
+        no sandbox (the kubelet's ``cleanupOrphanedPodDirs``): its CSI volumes are
+        unpublished through their drivers, then the dir goes."""
+        orphans = {
+            uid
+            for uid in self._syncer.pod_dirs()
+            if uid not in with_sandbox and self._unowned(uid)
+        }
+        for uid in orphans & self._dir_orphans:
+            log.info("orphaned pod dir found uid=%s", uid)
+            self._pods.orphaned(uid)
+            self._terminate(uid, None, None)
+        self._dir_orphans = orphans
 
     def _unowned(self, uid: PodUID) -> bool:
         """No source wants the pod, and nothing is under way for it."""

@@ -64,6 +64,7 @@ class ParentHealth:
     pleg_bad_since: float | None = None  # the first ParentAlive of this unhealthy spell
     shutting_down: bool = False  # a graceful node shutdown is under way
     pressure: frozenset[str] = frozenset()  # the pressure conditions in force
+    volumes_in_use: tuple[str, ...] = ()  # the CSI volumes mounted here (volumesInUse)
 
     def heard(
         self,
@@ -72,11 +73,13 @@ class ParentHealth:
         pleg_ok: bool,
         shutting_down: bool = False,
         pressure: Iterable[str] = (),
+        volumes_in_use: Iterable[str] = (),
     ) -> ParentHealth:
         """The health after a ParentAlive at ``now``."""
         bad_since = None if pleg_ok else (self.pleg_bad_since or now)
+        in_use = tuple(sorted(volumes_in_use))
         return ParentHealth(
-            now, sync_loop_ok, pleg_ok, bad_since, shutting_down, frozenset(pressure)
+            now, sync_loop_ok, pleg_ok, bad_since, shutting_down, frozenset(pressure), in_use
         )
 
 

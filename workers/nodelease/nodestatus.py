@@ -2,7 +2,8 @@
 
 ``updated_node`` is the kubelet's ``updateNode``: the node as read, with the required
 os/arch labels, the static status the parent composed (addresses, capacity,
-allocatable, nodeInfo, daemonEndpoints), the images and the conditions set; and
+allocatable, nodeInfo, daemonEndpoints), the images, the volumes in use (the CSI
+volumes the parent has staged or published) and the conditions set; and
 whether that changed anything but heartbeat times (``nodeStatusHasChanged``).
 ``status_patch`` is the strategic merge patch from the node as read to the node as
 wanted (``PatchNodeStatus``: metadata and status only; addresses replaced whole, as
@@ -101,6 +102,10 @@ def updated_node(original: Obj, template: Obj, observed: Observed) -> tuple[Obj,
     for key in STATIC_WHOLE:
         if key in wanted:
             status[key] = copy.deepcopy(wanted[key])
+    if observed.parent.volumes_in_use:  # the kubelet's VolumesInUse setter
+        status["volumesInUse"] = list(observed.parent.volumes_in_use)
+    else:
+        status.pop("volumesInUse", None)
     images = node_images(observed.images, observed.max_images)
     if images:
         status["images"] = images

@@ -77,11 +77,14 @@ class Inputs:
         pleg_ok: bool,
         shutting_down: bool = False,
         pressure: Iterable[str] = (),
+        volumes_in_use: Iterable[str] = (),
     ) -> bool:
         """Take a ParentAlive; True when it starts or ends a node shutdown."""
         with self._lock:
             was = self._parent.shutting_down
-            self._parent = self._parent.heard(now, sync_loop_ok, pleg_ok, shutting_down, pressure)
+            self._parent = self._parent.heard(
+                now, sync_loop_ok, pleg_ok, shutting_down, pressure, volumes_in_use
+            )
             return was != shutting_down
 
     def parent_answered(self, now: float) -> None:

@@ -120,8 +120,15 @@ class NodeLeaseWorker:
     def on_broadcast(self, message: Message) -> None:
         if isinstance(message, ParentAlive) and self._inputs is not None:
             now = self._clock.monotonic()
-            ok = (message.sync_loop_ok, message.pleg_ok)
-            if self._inputs.heard_parent(now, *ok, message.shutting_down, message.pressure):
+            started_or_ended = self._inputs.heard_parent(
+                now,
+                message.sync_loop_ok,
+                message.pleg_ok,
+                message.shutting_down,
+                message.pressure,
+                message.volumes_in_use,
+            )
+            if started_or_ended:
                 self._inputs.wake.set()  # Ready changes now, not at the next round
 
     def fds(self) -> Sequence[int]:

@@ -117,3 +117,18 @@ def test_a_failed_termination_is_tried_again_after_the_back_off(tmp_path: Path) 
     assert workers.updates == [UID]
     loop.run_requeues(time.monotonic() + FAILED_STEP_RETRY_S + 1)
     assert workers.updates == [UID, UID]
+
+
+def test_a_pod_dir_left_with_no_pod_is_torn_down_on_the_second_pass(tmp_path: Path) -> None:
+    """A pod deleted while pkletd was away left its dir (and maybe CSI volumes): found
+    twice in a row with no pod and no sandbox, it is terminated, as an orphan."""
+    loop, workers, _ = loop_with_running_pod(tmp_path)
+    loop.on_pods_listed(PodsListed(PodSource.FILE, [pod_dict("app")]))
+    left = tmp_path / "root" / "pods" / "gone-uid"
+    left.mkdir(parents=True)
+    (tmp_path / "root" / "pods" / UID).mkdir()
+    workers.updates.clear()
+    loop.housekeeping()
+    assert workers.updates == []  # once could be a pod being made
+    loop.housekeeping()
+    assert workers.updates == ["gone-uid"] and loop._pods.terminating("gone-uid")

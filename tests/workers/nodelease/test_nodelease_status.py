@@ -336,3 +336,13 @@ def test_time_formats() -> None:
     assert go_duration(185.5) == "3m5.5s"
     assert go_duration(0.25) == "250ms"
     assert go_duration(3725) == "1h2m5s"
+
+
+def test_the_volumes_in_use_are_written_and_cleared() -> None:
+    name = "kubernetes.io/csi/hostpath.csi.test^vol-1"
+    health = ParentHealth(alive_at=1.0).heard(1.0, True, True, volumes_in_use=[name])
+    node = initial_node(template(), observed(parent=health))
+    assert node["status"]["volumesInUse"] == [name]
+    cleared, changed = updated_node(node, template(), observed(parent=ParentHealth(alive_at=2.0)))
+    assert changed and "volumesInUse" not in cleared["status"]
+    assert status_patch(node, cleared)["status"]["volumesInUse"] is None
