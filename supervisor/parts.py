@@ -27,6 +27,7 @@ from pkletd.supervisor.notify import Notifier
 from pkletd.supervisor.pods import admission, sysctls
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.cgroups.podcgroups import PodCgroups
+from pkletd.supervisor.pods.csidrivers import CsiDrivers
 from pkletd.supervisor.pods.events import EventRecorder
 from pkletd.supervisor.pods.garbage import GarbageCollector, Thresholds
 from pkletd.supervisor.pods.garbagecheck import GarbageCheck
@@ -65,6 +66,7 @@ class ParentParts:
     node_shutdown: NodeShutdown
     pressure: NodePressure
     manifests: RejectedManifests  # the static manifests the sources refused, by file
+    csi_drivers: CsiDrivers  # the CSI drivers registered on the node (plugin-watcher)
 
 
 def build(
@@ -141,6 +143,7 @@ def build(
         node_shutdown=NodeShutdown.of(config, sync, events),
         pressure=NodePressure(config.node_name, events),
         manifests=RejectedManifests(),
+        csi_drivers=CsiDrivers(),
     )
 
 
