@@ -35,18 +35,23 @@ typecheck: install
 	cd .typecheck && ../$(BIN)/mypy -p pkletd
 
 # The modules generated from proto/ (committed; tests check they match their .proto files):
-# pod-resources for its worker, containerd's events for the PLEG.
+# pod-resources for its worker, containerd's events for the PLEG, CSI and plugin registration
+# for the CSI client.
 CONTAINERD_PROTOS := services/events/v1/events events/task events/container
 proto: install
 	rm -rf .proto-out && mkdir .proto-out
 	$(BIN)/python -m grpc_tools.protoc -I proto --python_out=.proto-out --pyi_out=.proto-out \
-		proto/podresources/v1/api.proto $(CONTAINERD_PROTOS:%=proto/containerd/%.proto)
+		proto/podresources/v1/api.proto $(CONTAINERD_PROTOS:%=proto/containerd/%.proto) \
+		proto/csi/v1/csi.proto proto/pluginregistration/v1/api.proto
 	cp .proto-out/podresources/v1/api_pb2.py workers/podresources/podresources_pb2.py
 	cp .proto-out/podresources/v1/api_pb2.pyi workers/podresources/podresources_pb2.pyi
 	for p in $(CONTAINERD_PROTOS); do \
 		cp .proto-out/containerd/$${p}_pb2.py ipc/runtime/containerd/$$(basename $$p)_pb2.py; \
 		cp .proto-out/containerd/$${p}_pb2.pyi ipc/runtime/containerd/$$(basename $$p)_pb2.pyi; \
 	done
+	cp .proto-out/csi/v1/csi_pb2.py .proto-out/csi/v1/csi_pb2.pyi ipc/csi/
+	cp .proto-out/pluginregistration/v1/api_pb2.py ipc/csi/pluginregistration_pb2.py
+	cp .proto-out/pluginregistration/v1/api_pb2.pyi ipc/csi/pluginregistration_pb2.pyi
 	rm -rf .proto-out
 
 unit: install

@@ -7,7 +7,8 @@
   (the rest of ``supervisor``) nor ``workers``;
 - the generated CRI stubs (``cri_api``) are imported by ``ipc/runtime/cri.py`` only, the
   generated pod-resources module by ``workers/podresources/servicer.py`` only, and
-  containerd's events modules (``ipc/runtime/containerd``) by ``ipc/runtime/events.py`` only;
+  containerd's events modules (``ipc/runtime/containerd``) by ``ipc/runtime/events.py`` only,
+  and the CSI and plugin registration modules (``ipc/csi``) by ``ipc/csi/client.py`` only;
 - no worker imports another worker: a worker is each module or package directly under
   ``workers/`` but ``lifecycle.py``, which every worker shares (and which imports none);
   what two workers need lives in a room of ``ipc``;
@@ -34,6 +35,10 @@ GENERATED = {
     **{
         f"pkletd.ipc.runtime.containerd.{name}_pb2": Path("ipc/runtime/events.py")
         for name in ("events", "task", "container")
+    },
+    **{
+        f"pkletd.ipc.csi.{name}_pb2": Path("ipc/csi/client.py")
+        for name in ("csi", "pluginregistration")
     },
 }
 

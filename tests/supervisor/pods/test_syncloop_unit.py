@@ -7,16 +7,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pkletd.ipc.bus.messages import LifecycleEventType, PodLifecycleEvent, PodsListed
 from pkletd.ipc.apimodel.podenums import PodSource
+from pkletd.ipc.bus.messages import LifecycleEventType, PodLifecycleEvent, PodsListed
 from pkletd.ipc.runtime.cri import CriError
 from pkletd.supervisor.pods import admission
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.events import EventRecorder
 from pkletd.supervisor.pods.fakeruntime import FakeRuntime
 from pkletd.supervisor.pods.objects import ApiObjects
-from pkletd.supervisor.pods.podsync import FAILED_STEP_RETRY_S
 from pkletd.supervisor.pods.podmetrics import PodMetrics
+from pkletd.supervisor.pods.podsync import FAILED_STEP_RETRY_S
 from pkletd.supervisor.pods.proberesults import ProbeResults
 from pkletd.supervisor.pods.syncloop import Parts, SyncLoop
 from pkletd.supervisor.pods.types import SyncResult
