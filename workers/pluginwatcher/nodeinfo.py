@@ -116,9 +116,7 @@ class NodeInfoManager:
         drivers = csinode.setdefault("spec", {}).get("drivers") or []
         if entry in drivers:
             return
-        csinode["spec"]["drivers"] = [d for d in drivers if d.get("name") != driver.name] + [
-            entry
-        ]
+        csinode["spec"]["drivers"] = [d for d in drivers if d.get("name") != driver.name] + [entry]
         self._api.update_csinode(csinode)
 
     def _uninstall_in_csinode(self, name: str) -> None:

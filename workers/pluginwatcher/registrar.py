@@ -145,11 +145,11 @@ class Registrar:
         try:
             self._nodes.uninstall(name)
         except (ApiCallFailed, NodeInfoRefused) as exc:
-            log.error("CSI driver not removed from the node's objects driver=%s error=%s", name, exc)
+            log.error("CSI driver left on the node's objects driver=%s error=%s", name, exc)
         return name
 
     def healthy(self, socket: str) -> str:
-        """"" if the plugin on ``socket`` answers GetInfo, else why not."""
+        """Why the plugin on ``socket`` does not answer GetInfo; "" when it does."""
         client = self._plugins.registration(socket)
         try:
             client.get_info()
