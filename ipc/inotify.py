@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import os
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 
 _IN_NONBLOCK = os.O_NONBLOCK
@@ -26,6 +27,16 @@ _WATCH_MASK = (
     | 0x00000800  # IN_MOVE_SELF
 )
 _GONE = 0x400 | 0x800 | 0x8000  # IN_DELETE_SELF, IN_MOVE_SELF, IN_IGNORED
+_MADE = 0x100 | 0x80  # IN_CREATE, IN_MOVED_TO
+
+
+@dataclass(frozen=True, slots=True)
+class DirEvents:
+    """What the pending events said: the watched dir went away; the names made in it
+    (created or moved in: a name made anew may have the inode it had before)."""
+
+    gone: bool
+    made: frozenset[str]
 
 
 class Inotify:
@@ -45,16 +56,24 @@ class Inotify:
 
     def drain(self) -> bool:
         """Read pending events; True if the watched dir itself went away."""
+        return self.read().gone
+
+    def read(self) -> DirEvents:
+        """Read pending events."""
         gone = False
+        made: set[str] = set()
         while True:
             try:
                 data = os.read(self.fd, 65536)
             except BlockingIOError:
-                return gone
+                return DirEvents(gone, frozenset(made))
             offset = 0
             while offset < len(data):
                 _wd, mask, _cookie, length = struct.unpack_from("iIII", data, offset)
                 gone = gone or bool(mask & _GONE)
+                name = data[offset + 16 : offset + 16 + length].rstrip(b"\0")
+                if mask & _MADE and name:
+                    made.add(os.fsdecode(name))
                 offset += 16 + length
 
     def close(self) -> None:

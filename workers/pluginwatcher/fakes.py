@@ -96,7 +96,8 @@ class FakeCsiNodeApi(CsiNodeApi):  # declared, so the type checker proves it fit
         if self.conflicts > 0:
             self.conflicts -= 1
             raise ApiCallFailed(CONFLICT, f"{what}: the object has been modified")
-        if obj is not None and version is not None and version != obj["metadata"]["resourceVersion"]:
+        stale = obj is not None and version not in (None, obj["metadata"]["resourceVersion"])
+        if stale:
             raise ApiCallFailed(CONFLICT, f"{what}: the object has been modified")
         self.writes.append(what)
 

@@ -9,7 +9,8 @@ named after the node (owned by the Node) gets the driver's entry ``{name, nodeID
 topologyKeys (sorted), allocatable.count (when the driver has a volume limit)}`` in place of
 any entry of that name. Uninstalling undoes the entry and the annotation key; the labels
 stay, as the kubelet leaves them. ``initialize`` makes the CSINode, with no drivers, when
-there is none (the kubelet's ``initializeCSINode``). A write that lost a race with another
+there is none (the kubelet's ``initializeCSINode``); ``prune`` takes off the drivers a
+restarted watcher did not find again. A write that lost a race with another
 writer (409) is computed again from a fresh read, a few times.
 """
 
@@ -69,6 +70,18 @@ class NodeInfoManager:
     def uninstall(self, name: str) -> None:
         _retrying(lambda: self._uninstall_in_csinode(name))
         _retrying(lambda: self._uninstall_on_node(name))
+
+    def prune(self, keep: set[str]) -> list[str]:
+        """Take every driver not in ``keep`` off the node's objects (one that went while
+        no watcher ran); the names taken off."""
+        csinode = self._csinode()
+        drivers = (csinode or {}).get("spec", {}).get("drivers") or []
+        node = self._api.get_node(self._node)
+        stale = {d.get("name", "") for d in drivers} | set(_node_ids(node))
+        gone = sorted(stale - keep)
+        for name in gone:
+            self.uninstall(name)
+        return gone
 
     # --- the Node ---------------------------------------------------------------------
 

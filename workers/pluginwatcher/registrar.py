@@ -159,6 +159,10 @@ class Registrar:
         finally:
             client.close()
 
+    def prune(self) -> list[str]:
+        """Take the drivers not registered now off the node's objects; their names."""
+        return self._nodes.prune(set(self._drivers))
+
     def listed(self) -> list[CsiDriverInfo]:
         return [self._drivers[name].driver for name in sorted(self._drivers)]
 

@@ -12,9 +12,10 @@ does not answer is deregistered and tried again like a failed one, so a dead dri
 socket was left behind does not stay registered.
 
 On its start the worker makes the node's CSINode (if missing), registers every socket it
-finds, then lists every driver registered (``CsiDriversListed``): the parent's registry
-becomes that set. A later snapshot (the parent lost broadcasts to us, so maybe our
-messages too) lists them again.
+finds, takes off the node's objects any driver they still name that it did not register
+(its socket went while no watcher ran), then lists every driver registered
+(``CsiDriversListed``): the parent's registry becomes that set. A later snapshot (the
+parent lost broadcasts to us, so maybe our messages too) lists them again.
 """
 
 from __future__ import annotations
@@ -39,8 +40,10 @@ from pkletd.ipc.bus.messages import (
 )
 from pkletd.ipc.bus.sender import Sender
 from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
+from pkletd.ipc.inotify import DirEvents
 from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.pluginwatcher.api import ApiCallFailed
+from pkletd.workers.pluginwatcher.nodeinfo import NodeInfoRefused
 from pkletd.workers.pluginwatcher.registrar import Registrar, RegistrationFailed
 
 log = logging.getLogger(__name__)
@@ -60,7 +63,7 @@ class Watch(Protocol):
 
     def watch(self, path: Path) -> bool: ...
 
-    def drain(self) -> bool: ...
+    def read(self) -> DirEvents: ...
 
     def close(self) -> None: ...
 
@@ -173,6 +176,7 @@ class PluginWatcher:
             self._watch.watch(self._dir)
             self._submit(self._initialize)
             self._rescan()
+            self._submit(self._prune)
             self._next_health = self._clock.monotonic() + HEALTH_S
         self._submit(self._list)
 
@@ -184,9 +188,10 @@ class PluginWatcher:
 
     def on_readable(self, fd: int) -> None:
         if fd == self._watch.fd:
-            if self._watch.drain():
+            events = self._watch.read()
+            if events.gone:
                 self._watch.watching = False
-            self._rescan()
+            self._rescan({str(self._dir / name) for name in events.made})
             return
         for outcome in self._inbox.take():
             self._on_outcome(outcome)
@@ -229,15 +234,17 @@ class PluginWatcher:
         if self._watch.watch(self._dir):
             self._rescan()
 
-    def _rescan(self) -> None:
+    def _rescan(self, made: set[str] | frozenset[str] = frozenset()) -> None:
+        """Read the directory again; ``made``: paths created since the last read (made
+        anew if they were there before, whatever their inode)."""
         now = sockets(self._dir)
         for socket, inode in sorted(self._found.items()):
-            if now.get(socket) != inode:
+            if now.get(socket) != inode or socket in made:
                 log.info("plugin socket gone socket=%s", socket)
                 self._retries.pop(socket, None)
                 self._submit(functools.partial(self._deregister, socket))
         for socket, inode in sorted(now.items()):
-            if self._found.get(socket) != inode:
+            if self._found.get(socket) != inode or socket in made:
                 log.info("plugin socket found socket=%s", socket)
                 self._submit(functools.partial(self._register, socket))
         self._found = now
@@ -318,6 +325,17 @@ class PluginWatcher:
                 log.warning("CSI driver not healthy driver=%s error=%s", name, why)
                 self._deregister(found.socket)
                 self._inbox.put(Failed(found.socket, f"health check: {why}"))
+
+    def _prune(self) -> None:
+        """After the first registrations: what the node's objects still name of drivers
+        not found again (gone while no watcher ran) comes off."""
+        try:
+            gone = self._registrar.prune()
+        except (ApiCallFailed, NodeInfoRefused) as exc:
+            log.error("stale CSI drivers not removed from the node's objects error=%s", exc)
+            return
+        for name in gone:
+            log.info("CSI driver removed from the node's objects (not found) driver=%s", name)
 
     def _list(self) -> None:
         self._inbox.put(Listed(self._registrar.listed()))
