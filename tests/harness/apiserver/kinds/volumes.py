@@ -86,6 +86,7 @@ class PersistentVolumeStrategy(Strategy):
     model = "V1PersistentVolume"
     namespaced = False
     has_status = True
+    return_deleted_object = True
 
     def default(self, obj: Obj) -> None:
         spec = obj.setdefault("spec", {})
@@ -206,6 +207,7 @@ class PersistentVolumeClaimStrategy(Strategy):
     kind = "PersistentVolumeClaim"
     model = "V1PersistentVolumeClaim"
     has_status = True
+    return_deleted_object = True
 
     def default(self, obj: Obj) -> None:
         obj.setdefault("spec", {}).setdefault("volumeMode", "Filesystem")
