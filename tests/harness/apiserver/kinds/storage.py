@@ -58,6 +58,7 @@ def csi_driver_name(name: str, path: str) -> list[FieldError]:
 class StorageClassStrategy(Strategy):
     kind = "StorageClass"
     group = GROUP
+    return_deleted_object = True
     model = "V1StorageClass"
     namespaced = False
 
@@ -99,6 +100,7 @@ class StorageClassStrategy(Strategy):
 class CsiDriverStrategy(Strategy):
     kind = "CSIDriver"
     group = GROUP
+    return_deleted_object = True
     model = "V1CSIDriver"
     namespaced = False
 
@@ -164,6 +166,7 @@ def attach_required(driver: Obj | None) -> bool:
 class CsiNodeStrategy(Strategy):
     kind = "CSINode"
     group = GROUP
+    return_deleted_object = True
     model = "V1CSINode"
     namespaced = False
 
@@ -225,6 +228,7 @@ def _validate_node_drivers(obj: Obj) -> list[FieldError]:
 class VolumeAttachmentStrategy(Strategy):
     kind = "VolumeAttachment"
     group = GROUP
+    return_deleted_object = True
     model = "V1VolumeAttachment"
     namespaced = False
     has_status = True
