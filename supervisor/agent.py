@@ -273,6 +273,7 @@ class Agent:
                 "node": self._node_status(),
                 "pressure": self._pressure.status(),
                 "manifests": self._manifests.status(),
+                "csi_drivers": self._parts.csi_drivers.status(),
                 **self._sync.status(events=request.body.get("events") is True),
             }
         if command == "restart-worker":

@@ -122,7 +122,21 @@ def format_status(status: dict[str, Any], now: float | None = None) -> str:
         rows.append((f"{p['namespace']}/{p['name']}", p["phase"], containers or "-"))
     lines += _table(rows)
     lines += _manifest_lines(status.get("manifests") or [])
+    lines += _csi_driver_lines(status.get("csi_drivers") or [])
     return "\n".join(lines)
+
+
+def _csi_driver_lines(drivers: list[dict[str, Any]]) -> list[str]:
+    """The CSI drivers registered on the node (plugin-watcher): nothing when none is."""
+    if not drivers:
+        return []
+    rows: list[tuple[str, ...]] = [("CSI DRIVER", "NODE ID", "MAX VOLUMES", "ENDPOINT", "TOPOLOGY")]
+    for d in drivers:
+        topology = ", ".join(f"{k}={v}" for k, v in sorted(d["topology"].items()))
+        rows.append(
+            (d["name"], d["node_id"], str(d["max_volumes"] or "-"), d["endpoint"], topology or "-")
+        )
+    return ["", *_table(rows)]
 
 
 def _manifest_lines(rejected: list[dict[str, Any]]) -> list[str]:

@@ -11,6 +11,9 @@ from collections.abc import Callable
 
 from pkletd.ipc.bus.messages import (
     ClientCertificateReported,
+    CsiDriverGone,
+    CsiDriverRegistered,
+    CsiDriversListed,
     EvictionNeeded,
     EvictionThresholdMet,
     GarbageFound,
@@ -136,6 +139,15 @@ class ParentHandlers:
             for name in API_WORKERS:
                 if name in self._children.workers:
                     self._children.restart(name)
+
+    def csi_driver_registered(self, got: Received[CsiDriverRegistered]) -> None:
+        self._parts.csi_drivers.registered(got.message)
+
+    def csi_driver_gone(self, got: Received[CsiDriverGone]) -> None:
+        self._parts.csi_drivers.gone(got.message.name)
+
+    def csi_drivers_listed(self, got: Received[CsiDriversListed]) -> None:
+        self._parts.csi_drivers.listed(got.message.drivers)
 
     def node_reported(self, got: Received[NodeReported]) -> None:
         self._parts.node.reported(got.message)

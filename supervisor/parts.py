@@ -27,6 +27,7 @@ from pkletd.supervisor.notify import Notifier
 from pkletd.supervisor.pods import admission, sysctls
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.cgroups.podcgroups import PodCgroups
+from pkletd.supervisor.pods.csidrivers import CsiDrivers
 from pkletd.supervisor.pods.events import EventRecorder
 from pkletd.supervisor.pods.garbage import GarbageCollector, Thresholds
 from pkletd.supervisor.pods.garbagecheck import GarbageCheck
@@ -67,6 +68,7 @@ class ParentParts:
     pressure: NodePressure
     manifests: RejectedManifests  # the static manifests the sources refused, by file
     csi_volumes: CsiVolumes  # the CSI volumes staged and published here
+    csi_drivers: CsiDrivers  # the CSI drivers registered on the node (plugin-watcher)
 
 
 def build(
@@ -89,7 +91,8 @@ def build(
     node_info = _node_info(config, machine, host_ip)
     # Without the worker that reads them (no API server) there are no objects to wait for.
     objects = ApiObjects(WorkerName.POD_OBJECTS not in workers, config.node_name)
-    setup = PodSetup(node_info, objects, events)
+    drivers = CsiDrivers()  # registered by the plugin-watcher, read by pod workers
+    setup = PodSetup(node_info, objects, events, drivers)
     setup.dns.check_node_file()  # the kubelet's check as its sync loop starts
     setup.volumes.csi.reconstruct()  # what the pkletd before this one mounted
     syncer = PodSyncer(
@@ -145,6 +148,7 @@ def build(
         pressure=NodePressure(config.node_name, events),
         manifests=RejectedManifests(),
         csi_volumes=setup.volumes.csi,
+        csi_drivers=drivers,
     )
 
 

@@ -21,6 +21,9 @@ from typing import Any, Generic, Protocol, TypeVar
 from pkletd.ipc.bus.codec import Envelope
 from pkletd.ipc.bus.messages import (
     ClientCertificateReported,
+    CsiDriverGone,
+    CsiDriverRegistered,
+    CsiDriversListed,
     EvictionNeeded,
     EvictionThresholdMet,
     GarbageFound,
@@ -141,6 +144,9 @@ class Handlers(Protocol):
     def node_shutdown(self, got: Received[NodeShutdownStarted | NodeShutdownCancelled]) -> None: ...
     def inhibitor_reported(self, got: Received[InhibitorReported]) -> None: ...
     def client_certificate_reported(self, got: Received[ClientCertificateReported]) -> None: ...
+    def csi_driver_registered(self, got: Received[CsiDriverRegistered]) -> None: ...
+    def csi_driver_gone(self, got: Received[CsiDriverGone]) -> None: ...
+    def csi_drivers_listed(self, got: Received[CsiDriversListed]) -> None: ...
 
 
 def routes(to: Handlers) -> Routes:
@@ -177,6 +183,9 @@ def routes(to: Handlers) -> Routes:
             WorkerName.CERT_MANAGER,
             to.client_certificate_reported,
         ),
+        row(CsiDriverRegistered, WorkerName.PLUGIN_WATCHER, to.csi_driver_registered),
+        row(CsiDriverGone, WorkerName.PLUGIN_WATCHER, to.csi_driver_gone),
+        row(CsiDriversListed, WorkerName.PLUGIN_WATCHER, to.csi_drivers_listed),
     )
 
 

@@ -188,6 +188,19 @@ def pod_objects_entry(config: KubeletConfig, settings: WorkerSettings) -> Worker
     return functools.partial(podobjects.main, settings, config.kubeconfig, options)
 
 
+def plugin_watcher_entry(config: KubeletConfig, settings: WorkerSettings) -> WorkerEntry:
+    from pkletd.workers import pluginwatcher
+
+    options = pluginwatcher.WatcherOptions(
+        root_dir=Path(config.root_dir),
+        node_name=config.node_name,
+        kubeconfig=config.kubeconfig,
+        api_qps=config.kube_api_qps,
+        api_burst=config.kube_api_burst,
+    )
+    return functools.partial(pluginwatcher.main, settings, options)
+
+
 def shutdown_grace_s(config: KubeletConfig) -> int:
     """How long a node shutdown may take in all (0: graceful node shutdown is off)."""
     return shutdownplan.requested_s(

@@ -78,6 +78,7 @@ WORKERS: dict[WorkerName, WorkerSpec] = {
     WorkerName.NODE_LEASE: WorkerSpec(joins_cluster, opt.node_lease_entry),
     WorkerName.API_WATCHER: WorkerSpec(joins_cluster, opt.api_watcher_entry, PodSource.API),
     WorkerName.POD_OBJECTS: WorkerSpec(joins_cluster, opt.pod_objects_entry),
+    WorkerName.PLUGIN_WATCHER: WorkerSpec(joins_cluster, opt.plugin_watcher_entry),
     WorkerName.NODE_SHUTDOWN: WorkerSpec(shutdown_configured, opt.node_shutdown_entry),
     WorkerName.LOG_ROTATOR: WorkerSpec(always, opt.log_rotator_entry),
     WorkerName.IMAGE_GC: WorkerSpec(always, opt.image_gc_entry),

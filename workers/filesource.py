@@ -20,10 +20,7 @@ every rejection again.
 
 from __future__ import annotations
 
-import ctypes
 import logging
-import os
-import struct
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -47,6 +44,7 @@ from pkletd.ipc.bus.messages import (
 )
 from pkletd.ipc.bus.sender import Sender
 from pkletd.ipc.bus.sockets import WorkerBus
+from pkletd.ipc.inotify import Inotify
 from pkletd.workers.lifecycle import WorkerSettings, serve
 
 log = logging.getLogger(__name__)
@@ -54,20 +52,6 @@ log = logging.getLogger(__name__)
 SOURCE = PodSource.FILE
 SETTLE_S = 0.05  # let a burst of inotify events (editor save, cp) settle before reading
 RETRY_WATCH_S = 1.0
-
-_IN_NONBLOCK = os.O_NONBLOCK
-_IN_CLOEXEC = os.O_CLOEXEC
-_WATCH_MASK = (
-    0x00000002  # IN_MODIFY
-    | 0x00000004  # IN_ATTRIB
-    | 0x00000008  # IN_CLOSE_WRITE
-    | 0x00000040  # IN_MOVED_FROM
-    | 0x00000080  # IN_MOVED_TO
-    | 0x00000100  # IN_CREATE
-    | 0x00000200  # IN_DELETE
-    | 0x00000400  # IN_DELETE_SELF
-    | 0x00000800  # IN_MOVE_SELF
-)
 
 
 def read_manifest(path: Path, node_name: str) -> dict[str, Any]:
@@ -92,39 +76,6 @@ def manifest_paths(root: Path) -> list[Path]:
     if not root.is_dir():
         return []
     return sorted(p for p in root.iterdir() if not p.name.startswith(".") and p.is_file())
-
-
-class Inotify:
-    """A directory watch through the kernel's inotify (no library needed)."""
-
-    def __init__(self) -> None:
-        self._libc = ctypes.CDLL(None, use_errno=True)
-        self.fd = self._libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
-        if self.fd < 0:
-            raise OSError(ctypes.get_errno(), "inotify_init1 failed")
-        self.watching = False
-
-    def watch(self, path: Path) -> bool:
-        wd = self._libc.inotify_add_watch(self.fd, str(path).encode(), _WATCH_MASK)
-        self.watching = wd >= 0
-        return self.watching
-
-    def drain(self) -> bool:
-        """Read pending events; True if the watched dir itself went away."""
-        gone = False
-        while True:
-            try:
-                data = os.read(self.fd, 65536)
-            except BlockingIOError:
-                return gone
-            offset = 0
-            while offset < len(data):
-                _wd, mask, _cookie, length = struct.unpack_from("iIII", data, offset)
-                gone = gone or bool(mask & (0x400 | 0x800 | 0x8000))  # DELETE/MOVE_SELF, IGNORED
-                offset += 16 + length
-
-    def close(self) -> None:
-        os.close(self.fd)
 
 
 class FileSource:

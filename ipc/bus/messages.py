@@ -293,6 +293,56 @@ class RuntimeClassesListed:
     handlers: dict[str, str]
 
 
+# --- worker -> parent: CSI drivers (plugin-watcher) -------------------------------
+
+
+class CsiDriverInfo(TypedDict):
+    """A registered CSI driver as ``CsiDriversListed`` carries it (the fields of
+    ``CsiDriverRegistered``)."""
+
+    name: str
+    endpoint: str
+    node_id: str
+    max_volumes: int
+    topology: dict[str, str]
+    versions: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class CsiDriverRegistered:
+    """A CSI driver registered through ``<root-dir>/plugins_registry``: its Node service's
+    unix socket, the node id and volume limit (0: none) its NodeGetInfo gave, its topology
+    segments and the versions its registrar offered. A driver registered again (a newer
+    one of the same name, or its socket made anew) is sent again: it replaces the old."""
+
+    kind = "CsiDriverRegistered"
+    name: str
+    endpoint: str
+    node_id: str
+    max_volumes: int
+    topology: dict[str, str]
+    versions: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class CsiDriverGone:
+    """A registered CSI driver was deregistered: its socket removed, or its health check
+    (GetInfo) failed."""
+
+    kind = "CsiDriverGone"
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class CsiDriversListed:
+    """Every CSI driver registered now, sent once the plugin watcher has registered what
+    it found at its start: the parent's registry becomes this set, so a driver that went
+    while no watcher ran does not stay."""
+
+    kind = "CsiDriversListed"
+    drivers: list[CsiDriverInfo]
+
+
 # --- worker -> parent: the node's shutdown (systemd-logind) ----------------------
 
 
@@ -687,6 +737,9 @@ Message = (
     | SignalsObserved
     | EvictionThresholdMet
     | EvictionNeeded
+    | CsiDriverRegistered
+    | CsiDriverGone
+    | CsiDriversListed
 )
 
 MESSAGES: dict[str, type[Message]] = {
@@ -728,6 +781,9 @@ MESSAGES: dict[str, type[Message]] = {
         SignalsObserved,
         EvictionThresholdMet,
         EvictionNeeded,
+        CsiDriverRegistered,
+        CsiDriverGone,
+        CsiDriversListed,
     )
 }
 
@@ -763,6 +819,9 @@ FROM_WORKERS: frozenset[type[Message]] = frozenset(
         SignalsObserved,
         EvictionThresholdMet,
         EvictionNeeded,
+        CsiDriverRegistered,
+        CsiDriverGone,
+        CsiDriversListed,
     }
 )
 FROM_PARENT: frozenset[type[Message]] = frozenset(

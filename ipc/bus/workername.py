@@ -24,6 +24,7 @@ class WorkerName(enum.StrEnum):
     NODE_LEASE = "node-lease"
     API_WATCHER = "api-watcher"
     POD_OBJECTS = "pod-objects"
+    PLUGIN_WATCHER = "plugin-watcher"
     NODE_SHUTDOWN = "node-shutdown"
     LOG_ROTATOR = "log-rotator"
     IMAGE_GC = "image-gc"

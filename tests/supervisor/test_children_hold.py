@@ -46,6 +46,7 @@ def test_the_api_workers_wait_only_for_a_bootstrap(tmp_path: Path) -> None:
         WorkerName.NODE_LEASE,
         WorkerName.API_WATCHER,
         WorkerName.POD_OBJECTS,
+        WorkerName.PLUGIN_WATCHER,
     }
     assert WorkerName.CERT_MANAGER in workerset.running(bootstrapping)
     assert WorkerName.CERT_MANAGER not in workerset.running(base)

@@ -104,6 +104,13 @@ CASES: list[tuple[m.Message, frozenset[WorkerName], str]] = [
         only(WorkerName.CERT_MANAGER),
         "client_certificate_reported",
     ),
+    (
+        m.CsiDriverRegistered("hostpath.csi.k8s.io", "/p/csi.sock", "n1", 0, {}, ["1.0.0"]),
+        only(WorkerName.PLUGIN_WATCHER),
+        "csi_driver_registered",
+    ),
+    (m.CsiDriverGone("hostpath.csi.k8s.io"), only(WorkerName.PLUGIN_WATCHER), "csi_driver_gone"),
+    (m.CsiDriversListed([]), only(WorkerName.PLUGIN_WATCHER), "csi_drivers_listed"),
 ]
 IDS = [f"{type(message).__name__}-{i}" for i, (message, _, _) in enumerate(CASES)]
 # the messages some worker may not send

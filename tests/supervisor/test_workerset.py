@@ -35,7 +35,7 @@ def test_a_standalone_node_runs_the_workers_that_always_run() -> None:
         (
             ["--kubeconfig", "/etc/kubernetes/kubelet.conf"],
             {},
-            ["status-manager", "node-lease", "api-watcher", "pod-objects"],
+            ["status-manager", "node-lease", "api-watcher", "pod-objects", "plugin-watcher"],
         ),
         ([], {"shutdown_grace_period": 30.0}, ["node-shutdown"]),
         ([], {"shutdown_grace_period_by_pod_priority": ((0, 20),)}, ["node-shutdown"]),

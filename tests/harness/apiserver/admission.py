@@ -13,6 +13,7 @@ one after it, each raising the real plugin's error:
   NoExecute tolerations of 300 s.
 * RuntimeClass (``kinds/runtimeclasses.py``): the pod's class must exist; its overhead
   becomes the pod's ``spec.overhead``, its scheduling merges into the pod's.
+* DefaultStorageClass (``kinds/volumes.py``): a new claim naming no class gets the default.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 from tests.harness.apiserver import errors
 from tests.harness.apiserver.auth import UserInfo
 from tests.harness.apiserver.kinds import runtimeclasses
+from tests.harness.apiserver.kinds.volumes import default_storage_class
 from tests.harness.apiserver.noderestriction import MIRROR_ANNOTATION, NodeRestriction
 from tests.harness.apiserver.store import Store
 
@@ -77,6 +79,14 @@ class Admission:
             self._priority(request)
             _default_tolerations(request.obj)
             self._runtime_class(request, runtimeclasses.admit_pod)
+        if (request.group, request.resource, request.subresource, request.operation) == (
+            "",
+            "persistentvolumeclaims",
+            "",
+            "CREATE",
+        ):
+            assert request.obj is not None
+            default_storage_class(request.obj, self.store.items("storageclasses"))
 
     def validate(self, request: AdmissionRequest) -> None:
         if request.resource == "pods" and request.operation == "CREATE" and request.obj:

@@ -8,6 +8,8 @@ and a private discovery cache::
     kube.core.list_namespace()
     kube.kubectl("get", "nodes").stdout
     node = kube.as_user("system:node:n1", ["system:nodes"])
+    kube.bind("default/data", "pv-1")        # as the PV controller binds (``pvbinding.py``)
+    kube.set_attached("csi-5f0c...")         # as the external-attacher reports
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any, TypeVar
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from tests.harness.apiserver import pvbinding
 from tests.harness.apiserver.server import ApiServer
 
 KUBECTL = os.environ.get("KUBECTL") or shutil.which("kubectl") or "/usr/bin/kubectl"
@@ -54,6 +57,7 @@ class Kube:
         self.events = client.EventsV1Api(self.api)
         self.authn = client.AuthenticationV1Api(self.api)
         self.authz = client.AuthorizationV1Api(self.api)
+        self.storage = client.StorageV1Api(self.api)
         self._others: list[Kube] = []
 
     def as_user(self, user: str, groups: Sequence[str] = (), token: str | None = None) -> Kube:
@@ -65,6 +69,14 @@ class Kube:
         for other in self._others:
             other.close()
         self.api.close()  # type: ignore[no-untyped-call]
+
+    def bind(self, claim: str, pv: str) -> None:
+        """Bind the claim ``namespace/name`` to the volume ``pv``, as the PV controller does."""
+        pvbinding.bind(self.core, claim, pv)
+
+    def set_attached(self, attachment: str, attached: bool = True) -> None:
+        """Set a VolumeAttachment's ``status.attached``, as the external-attacher does."""
+        pvbinding.set_attached(self.storage, attachment, attached)
 
     def raw(
         self,

@@ -5,6 +5,8 @@
 * serviceaccount controller: a ``default`` ServiceAccount in every namespace.
 * root-ca-publisher: a ``kube-root-ca.crt`` ConfigMap (the cluster CA) in every namespace.
 * csrapproving and csrsigning (``csrsigning.py``): node client CSRs approved and signed.
+* the storage controllers (``storagecontrollers.py``): ephemeral volumes, claims owned by
+  pods collected, PV phases, attach/detach.
 * namespace controller: a Terminating namespace has its objects deleted (pods gracefully,
   so pods bound to a node stay until their kubelet confirms), then is finalized and removed.
 """
@@ -19,6 +21,7 @@ from tests.harness.apiserver.calls import Call, Query
 from tests.harness.apiserver.csrsigning import CsrSigning
 from tests.harness.apiserver.resources import ResourceTable, ResourceType
 from tests.harness.apiserver.rest import Registry
+from tests.harness.apiserver.storagecontrollers import StorageControllers
 
 Obj = dict[str, Any]
 SYSTEM = UserInfo("system:apiserver", ("system:masters", "system:authenticated"))
@@ -40,6 +43,7 @@ class Controllers:
         self.deleter: Any = None  # deletion.Deleter, set by the server
         self._finalizing: set[str] = set()
         self.csrs: CsrSigning | None = None  # the CSR approver and signer, set by the server
+        self.storage: StorageControllers | None = None  # set by the server
 
     def _call(self, plural: str, namespace: str = "", name: str = "", group: str = "") -> Call:
         resource = self.table.find(group, "v1", plural)
@@ -96,12 +100,18 @@ class Controllers:
             self._populate(obj["metadata"]["name"])
         if (resource.group, resource.plural) == CSRS and self.csrs is not None:
             self.csrs.written(obj)
+        if self.storage is not None:
+            self.storage.written(resource, obj)
 
     def updated(self, resource: ResourceType, obj: Obj) -> None:
         if (resource.group, resource.plural) == CSRS and self.csrs is not None:
             self.csrs.written(obj)
+        if self.storage is not None:
+            self.storage.written(resource, obj)
 
     def deleted(self, resource: ResourceType, obj: Obj) -> None:
+        if self.storage is not None:
+            self.storage.deleted(resource, obj)
         namespace = obj["metadata"].get("namespace", "")
         if namespace:
             self._maybe_finalize(namespace)

@@ -7,8 +7,11 @@ A user ``system:node:<n>`` in the group ``system:nodes`` is node ``n``. For it:
 * secrets and configmaps: ``get``, ``list`` and ``watch`` of one named object that a pod bound
   to ``n`` references (``nodegraph``); a list or watch names its object with
   ``fieldSelector=metadata.name=<name>`` (the request's name then, as the real RequestInfo
-  makes it), anything broader is ``No Object name found``. Persistent volume claims: ``get``
-  only, likewise; their ``status``: ``update``/``patch``.
+  makes it), anything broader is ``No Object name found``; a secret named by the ``csi``
+  source of such a claim's volume counts too. Persistent volume claims: ``get`` only,
+  likewise; their ``status``: ``update``/``patch``. Persistent volumes bound
+  (``spec.claimRef``) to such a claim and volume attachments whose ``spec.nodeName`` is ``n``:
+  ``get`` only.
 * serviceaccounts: only ``create`` of ``serviceaccounts/<sa>/token`` for the service account
   of a pod bound to ``n`` (NodeRestriction then checks the pod binding); no read at all.
 * pods (``AuthorizeNodeWithSelectors``, on by default in 1.32): ``get`` of a pod bound to
@@ -18,7 +21,8 @@ A user ``system:node:<n>`` in the group ``system:nodes`` is node ``n``. For it:
 * nodes (same gate): ``get``/``list``/``watch`` of its own Node only (by name or
   ``metadata.name`` selector), ``create``/``update``/``patch``, ``status`` ``update``/``patch``.
 * leases: ``get``/``create``/``update``/``patch``/``delete`` of its own Lease in
-  ``kube-node-lease``; csinodes likewise.
+  ``kube-node-lease``; csinodes likewise (its own, named ``n``; NodeRestriction checks a
+  create's name).
 * the rest of ``bootstrappolicy.NodeRules()``: read services; ``get`` endpoints; ``create``,
   ``update``, ``patch`` core/v1 events (not events.k8s.io); ``create`` tokenreviews and
   (local)subjectaccessreviews; certificatesigningrequests; csidrivers, runtimeclasses.

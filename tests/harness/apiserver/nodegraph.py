@@ -16,8 +16,11 @@ What a pod names is what ``podutil.VisitPodSecretNames``/``VisitPodConfigmapName
 ``configMap`` and ``projected`` volume sources and the secret refs of the volume plugins
 (azureFile, cephfs, cinder, flexVolume, rbd, scaleIO, iscsi, storageos, csi); claims of
 ``persistentVolumeClaim`` volumes and the ``<pod>-<volume>`` claim of ``ephemeral`` ones.
-Persistent volumes, volume attachments and resource claims are not served here, so no node
-is ever related to one.
+As the PV and VolumeAttachment informers add: a persistent volume whose ``spec.claimRef``
+names such a claim, the secrets its ``csi`` source gives the kubelet (``nodeStageSecretRef``,
+``nodePublishSecretRef``, ``nodeExpandSecretRef``; not the controller ones), and a volume
+attachment whose ``spec.nodeName`` is the node. Resource claims are not served here, so no
+node is ever related to one.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ _PLUGIN_SECRET_REFS = (
     ("storageos", "secretRef"),
     ("csi", "nodePublishSecretRef"),
 )
+# the secrets of a PV's csi source the kubelet uses (``VisitPVSecretNames``, kubeletVisible)
+PV_NODE_SECRET_REFS = ("nodeStageSecretRef", "nodePublishSecretRef", "nodeExpandSecretRef")
 
 
 class Vertex(enum.Enum):
@@ -148,12 +153,38 @@ class NodeGraph:
         if vertex is Vertex.POD:
             pod = self.store.get("pods", namespace, name)
             return pod is not None and (pod.get("spec") or {}).get("nodeName") == node
+        if vertex is Vertex.VOLUME_ATTACHMENT:
+            attachment = self.store.get("volumeattachments", "", name)
+            return attachment is not None and (attachment.get("spec") or {}).get("nodeName") == node
+        if vertex is Vertex.PV:
+            return self._pv_related(node, name)
+        if vertex is Vertex.SECRET and self._secret_of_pv(node, namespace, name):
+            return True
+        return self._named_by_pod(node, vertex, namespace, name)
+
+    def _named_by_pod(self, node: str, vertex: Vertex, namespace: str, name: str) -> bool:
         named_by = _NAMED_BY.get(vertex)
         if named_by is None:
-            return False  # PVs, volume attachments, resource claims: not served here
+            return False  # resource claims: not served here
 
         def uses(pod: Obj) -> bool:
             bound = (pod.get("spec") or {}).get("nodeName") == node
             return bound and not is_mirror(pod) and name in named_by(pod)
 
         return bool(self.store.select("pods", uses, namespace))
+
+    def _pv_related(self, node: str, name: str) -> bool:
+        pv = self.store.get("persistentvolumes", "", name)
+        ref = ((pv or {}).get("spec") or {}).get("claimRef") or {}
+        if not ref.get("name"):
+            return False
+        return self._named_by_pod(node, Vertex.PVC, ref.get("namespace", ""), ref["name"])
+
+    def _secret_of_pv(self, node: str, namespace: str, name: str) -> bool:
+        def names_secret(pv: Obj) -> bool:
+            csi = (pv.get("spec") or {}).get("csi") or {}
+            refs = [csi.get(key) or {} for key in PV_NODE_SECRET_REFS]
+            return any((r.get("namespace"), r.get("name")) == (namespace, name) for r in refs)
+
+        pvs = self.store.select("persistentvolumes", names_secret)
+        return any(self._pv_related(node, pv["metadata"]["name"]) for pv in pvs)

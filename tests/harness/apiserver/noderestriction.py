@@ -5,7 +5,10 @@ As the admission plugin rules: a node may only create mirror pods (annotation
 reference no service account, secret, configmap or claim; delete pods and update the status
 of pods bound to itself (not their labels); modify only its own Node (no taints, no
 restricted ``kubernetes.io``/``k8s.io`` labels); touch only its own Lease in kube-node-lease;
-and request tokens only for pods running on itself. Errors are 403 Forbidden Statuses with
+request tokens only for pods running on itself; create, update or delete only its own
+CSINode; and change nothing of a claim through ``persistentvolumeclaims/status`` but
+``status.capacity``/``conditions``/``allocatedResources``/``allocatedResourceStatuses``.
+Errors are 403 Forbidden Statuses with
 the plugin's wording, e.g. ``nodes "n2" is forbidden: node "n1" is not allowed to modify
 node "n2"``.
 """
@@ -64,6 +67,10 @@ class NodeRestriction:
             self._token(node, request)
         elif target == ("coordination.k8s.io", "leases"):
             self._lease(node, request)
+        elif target == ("storage.k8s.io", "csinodes"):
+            self._csi_node(node, request)
+        elif target == ("", "persistentvolumeclaims") and request.subresource == "status":
+            self._claim_status(node, request)
 
     def _pod(self, node: str, request: AdmissionRequest) -> None:
         if request.subresource == "status":
@@ -209,6 +216,31 @@ class NodeRestriction:
             raise request.forbid(
                 "can only access node lease with the same name as the requesting node"
             )
+
+    def _csi_node(self, node: str, request: AdmissionRequest) -> None:
+        name = request.name or ((request.obj or {}).get("metadata") or {}).get("name", "")
+        if name != node:
+            raise request.forbid(
+                "can only access CSINode with the same name as the requesting node"
+            )
+
+    def _claim_status(self, node: str, request: AdmissionRequest) -> None:
+        if request.operation != "UPDATE":
+            raise request.forbid(f'unexpected operation "{request.operation}"')
+        if _claim_without_resize(request.obj or {}) != _claim_without_resize(request.old or {}):
+            raise request.forbid(
+                f'node "{node}" is not allowed to update fields other than '
+                "status.capacity and status.conditions"
+            )
+
+
+_RESIZE_STATUS = ("capacity", "conditions", "allocatedResources", "allocatedResourceStatuses")
+
+
+def _claim_without_resize(claim: Obj) -> Obj:
+    meta = {k: v for k, v in (claim.get("metadata") or {}).items() if k != "resourceVersion"}
+    status = {k: v for k, v in (claim.get("status") or {}).items() if k not in _RESIZE_STATUS}
+    return {**claim, "metadata": meta, "status": status}
 
 
 def _forbidden_labels(new: dict[str, str], old: dict[str, str]) -> list[str]:

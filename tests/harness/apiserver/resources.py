@@ -44,6 +44,19 @@ from tests.harness.apiserver.kinds.nodes import NodeStatusStrategy, NodeStrategy
 from tests.harness.apiserver.kinds.pod_ephemeral import PodEphemeralContainersStrategy
 from tests.harness.apiserver.kinds.pods import PodStatusStrategy, PodStrategy
 from tests.harness.apiserver.kinds.runtimeclasses import RuntimeClassStrategy
+from tests.harness.apiserver.kinds.storage import (
+    CsiDriverStrategy,
+    CsiNodeStrategy,
+    StorageClassStrategy,
+    VolumeAttachmentStatusStrategy,
+    VolumeAttachmentStrategy,
+)
+from tests.harness.apiserver.kinds.volumes import (
+    PersistentVolumeClaimStatusStrategy,
+    PersistentVolumeClaimStrategy,
+    PersistentVolumeStatusStrategy,
+    PersistentVolumeStrategy,
+)
 from tests.harness.apiserver.store import Store
 
 Obj = dict[str, Any]
@@ -356,6 +369,7 @@ def build_resources(store: Store, pod_generation: bool = False) -> ResourceTable
                     Subresource("status", "CertificateSigningRequest", ("get", "patch", "update")),
                 ),
             ),
+            *_storage_rows(),
             _review("authentication.k8s.io", "tokenreviews", "TokenReview", "V1TokenReview"),
             _review(
                 "authorization.k8s.io",
@@ -365,6 +379,101 @@ def build_resources(store: Store, pod_generation: bool = False) -> ResourceTable
             ),
         ]
     )
+
+
+def _status(kind: str) -> tuple[Subresource, ...]:
+    return (Subresource("status", kind, ("get", "patch", "update")),)
+
+
+def _storage_rows() -> list[ResourceType]:
+    """PersistentVolumes, claims and the storage.k8s.io kinds (``kinds/volumes.py``,
+    ``kinds/storage.py``)."""
+    pvs, pvcs = PersistentVolumeStrategy(), PersistentVolumeClaimStrategy()
+    attachments = VolumeAttachmentStrategy()
+    storage = "storage.k8s.io"
+    return [
+        ResourceType(
+            "",
+            "v1",
+            "persistentvolumes",
+            "persistentvolume",
+            "PersistentVolume",
+            False,
+            pvs,
+            "V1PersistentVolume",
+            "persistentvolumes",
+            "/registry/persistentvolumes",
+            short_names=("pv",),
+            status_strategy=PersistentVolumeStatusStrategy(pvs),
+            subresources=_status("PersistentVolume"),
+        ),
+        ResourceType(
+            "",
+            "v1",
+            "persistentvolumeclaims",
+            "persistentvolumeclaim",
+            "PersistentVolumeClaim",
+            True,
+            pvcs,
+            "V1PersistentVolumeClaim",
+            "persistentvolumeclaims",
+            "/registry/persistentvolumeclaims",
+            short_names=("pvc",),
+            status_strategy=PersistentVolumeClaimStatusStrategy(pvcs),
+            subresources=_status("PersistentVolumeClaim"),
+        ),
+        ResourceType(
+            storage,
+            "v1",
+            "storageclasses",
+            "storageclass",
+            "StorageClass",
+            False,
+            StorageClassStrategy(),
+            "V1StorageClass",
+            "storageclasses",
+            "/registry/storageclasses",
+            short_names=("sc",),
+        ),
+        ResourceType(
+            storage,
+            "v1",
+            "csidrivers",
+            "csidriver",
+            "CSIDriver",
+            False,
+            CsiDriverStrategy(),
+            "V1CSIDriver",
+            "csidrivers",
+            "/registry/csidrivers",
+        ),
+        ResourceType(
+            storage,
+            "v1",
+            "csinodes",
+            "csinode",
+            "CSINode",
+            False,
+            CsiNodeStrategy(),
+            "V1CSINode",
+            "csinodes",
+            "/registry/csinodes",
+        ),
+        ResourceType(
+            storage,
+            "v1",
+            "volumeattachments",
+            "volumeattachment",
+            "VolumeAttachment",
+            False,
+            attachments,
+            "V1VolumeAttachment",
+            "volumeattachments",
+            "/registry/volumeattachments",
+            status_strategy=VolumeAttachmentStatusStrategy(attachments),
+            subresources=_status("VolumeAttachment"),
+        ),
+    ]
 
 
 def _review(group: str, plural: str, kind: str, model: str) -> ResourceType:

@@ -366,5 +366,7 @@ class Registry:
                 )
             bind(pod, binding)
             if not call.query.dry_run():
-                self.store.update("pods", pod)
+                stored = self.store.update("pods", pod)
+                if self.hooks is not None:
+                    self.hooks.updated(call.resource, stored)
         return dict(SUCCESS_CREATED)

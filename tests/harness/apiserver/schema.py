@@ -62,6 +62,11 @@ QUANTITIES = {
     ("V1Overhead", "podFixed"),
     ("V1EmptyDirVolumeSource", "sizeLimit"),
     ("V1ContainerStatus", "allocatedResources"),
+    ("V1PersistentVolumeSpec", "capacity"),
+    ("V1PersistentVolumeClaimStatus", "capacity"),
+    ("V1PersistentVolumeClaimStatus", "allocatedResources"),
+    ("V1VolumeResourceRequirements", "limits"),
+    ("V1VolumeResourceRequirements", "requests"),
 }
 _ZERO = {"str": "", "int": 0, "bool": False, "float": 0.0}
 _TIME_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|[+-]\d{2}:\d{2})")

@@ -52,6 +52,7 @@ from tests.harness.apiserver.rest import Registry
 from tests.harness.apiserver.reviews import Reviews
 from tests.harness.apiserver.routes import Router
 from tests.harness.apiserver.scheduler import Scheduler
+from tests.harness.apiserver.storagecontrollers import StorageControllers
 from tests.harness.apiserver.store import Store
 from tests.harness.apiserver.tokens import TokenIssuer
 
@@ -143,6 +144,7 @@ class ServerParts:
         self.registry = Registry(self.store, self.admission, self.controllers)
         self.deleter = Deleter(self.registry)
         self.controllers.registry, self.controllers.deleter = self.registry, self.deleter
+        self.controllers.storage = StorageControllers(self.table, self.registry, self.deleter)
         self.reviews = Reviews(self.store, self.issuer, self.authenticator, lambda: self.authorizer)
         self.tracker = Tracker()
         self.proxy = KubeletProxy(

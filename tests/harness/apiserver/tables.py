@@ -5,7 +5,8 @@ printers compute, as kube-apiserver's printers do: pods (NAME READY STATUS RESTA
 IP NODE NOMINATED NODE READINESS GATES, STATUS from the reasons of the container states and
 ``Terminating``), nodes (NAME STATUS ROLES AGE VERSION; wide INTERNAL-IP EXTERNAL-IP OS-IMAGE
 KERNEL-VERSION CONTAINER-RUNTIME), events, namespaces, configmaps, secrets, services,
-serviceaccounts, endpoints, leases, runtimeclasses; anything else NAME and CREATED AT. All
+serviceaccounts, endpoints, leases, runtimeclasses, the storage kinds
+(``storageprinters.py``); anything else NAME and CREATED AT. All
 columns are always sent (the server prints wide); kubectl hides those of priority 1::
 
     table = to_table(resource, [pod], {"resourceVersion": "7"}, include="Metadata")
@@ -19,6 +20,7 @@ from typing import Any
 from tests.harness.apiserver.kinds.events import to_core_v1
 from tests.harness.apiserver.printers import age, event_cells, node_cells, pod_cells, pod_conditions
 from tests.harness.apiserver.resources import ResourceType
+from tests.harness.apiserver.storageprinters import STORAGE_PRINTERS
 
 Obj = dict[str, Any]
 Column = tuple[str, str, int]  # name, type, priority
@@ -169,6 +171,7 @@ PRINTERS: dict[str, tuple[list[Column], Callable[[Obj], list[Any]]]] = {
         [("Name", "string", 0), ("Handler", "string", 0), ("Age", "string", 0)],
         _simple(lambda o: o.get("handler", "")),
     ),
+    **STORAGE_PRINTERS,
 }
 
 

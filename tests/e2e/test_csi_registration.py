@@ -1,0 +1,150 @@
+"""CSI plugin registration end to end: a real pkletd joined to the test API server, and the
+test host-path CSI driver run as its own process with its registrar, as a driver pod with
+node-driver-registrar would run. The driver registers through ``<root-dir>/plugins_registry``
+and hears so; the node's CSINode, its nodeid annotation and topology label appear (as
+kubectl shows them too); ``pkletd status`` lists the driver; a SIGKILLed plugin-watcher
+loses nothing; a driver killed with its socket removed is deregistered; started again, it
+registers again."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.harness.apiserver import ApiServer
+from tests.harness.apiserver.client import Kube
+from tests.harness.csidriver import CsiDriverProcess, DriverConfig
+from tests.harness.node import NODE, Pkletd, join, wait_for
+
+pytestmark = pytest.mark.slow
+
+DRIVER = "hostpath.csi.pkletd.test"
+TOPOLOGY = "topology.hostpath.csi/node"
+NODE_ID_KEY = "csi.volume.kubernetes.io/nodeid"
+
+
+@pytest.fixture
+def node(pkletd: Pkletd, apiserver: ApiServer) -> Iterator[Pkletd]:
+    yield join(pkletd, apiserver)
+
+
+@pytest.fixture
+def driver(node: Pkletd, tmp_path: Path) -> Iterator[CsiDriverProcess]:
+    config = DriverConfig.for_kubelet(
+        node.root_dir,
+        DRIVER,
+        "hostpath-node-1",
+        data_dir=tmp_path / "data",
+        calls=tmp_path / "calls.jsonl",
+        max_volumes=5,
+        topology={TOPOLOGY: NODE},
+    )
+    process = CsiDriverProcess(config)
+    yield process
+    process.stop()
+
+
+def csinode_drivers(kube: Kube) -> list[dict[str, Any]] | None:
+    """The CSINode's drivers as kubectl shows them; None while there is no CSINode."""
+    found = kube.kubectl("get", "csinode", NODE, "-o", "json", check=False)
+    if found.returncode != 0:
+        return None
+    return list(json.loads(found.stdout)["spec"].get("drivers") or [])
+
+
+def node_ids(kube: Kube) -> dict[str, str]:
+    annotations = kube.core.read_node(NODE).metadata.annotations or {}
+    return dict(json.loads(annotations[NODE_ID_KEY])) if NODE_ID_KEY in annotations else {}
+
+
+def status_drivers(node: Pkletd) -> list[str]:
+    return [d["name"] for d in node.status().get("csi_drivers", [])]
+
+
+def watcher_pid(node: Pkletd) -> int:
+    worker = node.workers()["plugin-watcher"]
+    return int(worker["pid"]) if worker["state"] == "running" else 0
+
+
+def wait_registered(node: Pkletd, kube: Kube, driver: CsiDriverProcess, times: int) -> None:
+    wait_for(
+        f"{times} successful registrations",
+        lambda: driver.registration_status().count((True, "")) >= times,
+        timeout=30,
+    )
+    wait_for("the driver in pkletd status", lambda: status_drivers(node) == [DRIVER])
+    wait_for("the driver in the CSINode", lambda: csinode_drivers(kube) == [ENTRY])
+
+
+ENTRY = {
+    "name": DRIVER,
+    "nodeID": "hostpath-node-1",
+    "topologyKeys": [TOPOLOGY],
+    "allocatable": {"count": 5},
+}
+
+
+def test_a_csi_driver_registers_survives_the_watcher_and_goes_and_comes_back(
+    node: Pkletd, kube: Kube, driver: CsiDriverProcess
+) -> None:
+    # the watcher makes the CSINode, owned by the Node, before any driver comes
+    wait_for("an empty CSINode", lambda: csinode_drivers(kube) == [])
+    csinode = kube.storage.read_csi_node(NODE)
+    node_uid = kube.core.read_node(NODE).metadata.uid
+    assert [(o.kind, o.name, o.uid) for o in csinode.metadata.owner_references] == [
+        ("Node", NODE, node_uid)
+    ]
+    registry = node.root_dir / "plugins_registry"
+    assert oct(registry.stat().st_mode & 0o777) == oct(0o750 & ~_umask())
+
+    driver.start()
+    wait_registered(node, kube, driver, 1)
+    assert driver.registration_status() == [(True, "")]
+    assert node_ids(kube) == {DRIVER: "hostpath-node-1"}
+    labels = kube.kubectl("get", "node", NODE, "--show-labels").stdout
+    assert f"{TOPOLOGY}={NODE}" in labels
+    [shown] = node.status()["csi_drivers"]
+    assert shown == {
+        "name": DRIVER,
+        "endpoint": str(driver.config.endpoint),
+        "node_id": "hostpath-node-1",
+        "max_volumes": 5,
+        "topology": {TOPOLOGY: NODE},
+        "versions": ["1.0.0"],
+    }
+    table = node.cli("status").stdout
+    assert any(line.split()[:3] == [DRIVER, "hostpath-node-1", "5"] for line in table.splitlines())
+
+    # SIGKILL the watcher: the parent keeps the driver meanwhile, the new watcher reports it
+    before = watcher_pid(node)
+    os.kill(before, signal.SIGKILL)
+    wait_for("a new plugin-watcher", lambda: watcher_pid(node) not in (0, before))
+    wait_registered(node, kube, driver, 2)
+    assert "plugin-watcher" in node.log("plugin-watcher")
+    assert node_ids(kube) == {DRIVER: "hostpath-node-1"}
+
+    # the driver dies and its registration socket is removed: deregistered
+    driver.kill()
+    driver.config.registration_socket.unlink()
+    wait_for("no driver in pkletd status", lambda: status_drivers(node) == [])
+    wait_for("no driver in the CSINode", lambda: csinode_drivers(kube) == [])
+    assert node_ids(kube) == {}
+    assert f"{TOPOLOGY}={NODE}" in kube.kubectl("get", "node", NODE, "--show-labels").stdout
+
+    # started again, it registers again
+    driver.start()
+    wait_registered(node, kube, driver, 3)
+    assert node_ids(kube) == {DRIVER: "hostpath-node-1"}
+    assert all(w["state"] == "running" for w in node.workers().values())
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
