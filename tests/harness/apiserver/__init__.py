@@ -52,6 +52,13 @@ passes here does not fail there:
   watch; the RuntimeClass admission refuses a pod whose class does not exist
   (``pod rejected: RuntimeClass "x" not found``) and copies the class's overhead into the
   pod's ``spec.overhead``.
+* Storage (``kinds/volumes``, ``kinds/storage``, ``storagecontrollers``): PersistentVolumes,
+  claims, StorageClass, CSIDriver, CSINode, VolumeAttachment with the real defaults and
+  validation; a node gets the claims its pods use (an ephemeral volume's ``<pod>-<volume>``
+  too), the volumes bound to them, their CSI secrets for the node and the attachments to
+  it, reads every CSIDriver, writes only its own CSINode. The ephemeral volume and
+  attach/detach controllers run on writes; binding (``Kube.bind``) and the attacher's
+  ``status.attached`` (``Kube.set_attached``) are the test's.
 
 Modules: ``server`` (lifecycle, TLS), ``handler``/``routes``/``requestinfo``/``encoding``
 (HTTP, routing, content types), ``rest``/``deletion``/``lists``/``calls`` (the registry verbs),
@@ -59,8 +66,8 @@ Modules: ``server`` (lifecycle, TLS), ``handler``/``routes``/``requestinfo``/``e
 ``kinds/*`` (per-kind strategies, pod defaults and validation), ``schema``/``quantities``
 (decoding with the client's models), ``protobuf`` (kubectl's protobuf bodies), ``patch``/
 ``strategic`` (patch formats), ``admission``/``noderestriction``, ``auth``/``nodeauthz``/
-``nodegraph``/``tokens``/``reviews``, ``tables``/``printers``, ``discovery``/``openapi``,
-``proxy``, ``metrics``, ``controllers``, ``scheduler``, ``certs``, ``errors``/``validation``
+``nodegraph``/``tokens``/``reviews``, ``tables``/``printers``/``storageprinters``, ``discovery``/``openapi``,
+``proxy``, ``metrics``, ``controllers``/``storagecontrollers``, ``pvbinding``, ``scheduler``, ``certs``, ``errors``/``validation``
 (Status texts), and ``client`` (what tests use: the official client and kubectl for a server).
 """
 

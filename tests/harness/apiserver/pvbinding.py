@@ -19,15 +19,16 @@ def bind(core: client.CoreV1Api, claim: str, pv_name: str) -> None:
     ``spec.claimRef`` and phase Bound, then the claim's ``spec.volumeName`` (with the
     controller's annotations) and its status (Bound, the volume's capacity and modes)."""
     namespace, name = claim.split("/", 1)
-    pvc = core.read_namespaced_persistent_volume_claim(name, namespace)
-    pv = core.read_persistent_volume(pv_name)
+    pvc_meta = core.read_namespaced_persistent_volume_claim(name, namespace).metadata
+    pv_spec = core.read_persistent_volume(pv_name).spec
+    assert pvc_meta is not None and pv_spec is not None
     claim_ref = {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "namespace": namespace,
         "name": name,
-        "uid": pvc.metadata.uid,
-        "resourceVersion": pvc.metadata.resource_version,
+        "uid": pvc_meta.uid,
+        "resourceVersion": pvc_meta.resource_version,
     }
     core.patch_persistent_volume(
         pv_name,
@@ -47,8 +48,8 @@ def bind(core: client.CoreV1Api, claim: str, pv_name: str) -> None:
     )
     status = {
         "phase": "Bound",
-        "accessModes": list(pv.spec.access_modes or []),
-        "capacity": dict(pv.spec.capacity or {}),
+        "accessModes": list(pv_spec.access_modes or []),
+        "capacity": dict(pv_spec.capacity or {}),
     }
     core.patch_namespaced_persistent_volume_claim_status(name, namespace, {"status": status})
 
