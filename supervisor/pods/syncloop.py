@@ -453,9 +453,7 @@ class SyncLoop:
         no sandbox (the kubelet's ``cleanupOrphanedPodDirs``): its CSI volumes are
         unpublished through their drivers, then the dir goes."""
         orphans = {
-            uid
-            for uid in self._syncer.pod_dirs()
-            if uid not in with_sandbox and self._unowned(uid)
+            uid for uid in self._syncer.pod_dirs() if uid not in with_sandbox and self._unowned(uid)
         }
         for uid in orphans & self._dir_orphans:
             log.info("orphaned pod dir found uid=%s", uid)

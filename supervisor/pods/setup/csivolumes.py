@@ -2,7 +2,8 @@
 kubelet's CSI volume plugin does (``pkg/volume/csi``: ``csi_attacher`` MountDevice and
 UnmountDevice, ``csi_mounter`` SetUpAt and TearDownAt):
 
-- **stage**, once per volume per node, if the driver has STAGE_UNSTAGE_VOLUME:
+- **stage**, once per volume per node, if the driver has STAGE_UNSTAGE_VOLUME (not an
+  inline volume: those are only published):
   ``NodeStageVolume`` at ``<root>/plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/
   globalmount``, with ``vol_data.json`` (volumeHandle, driverName) next to it;
 - **publish**, per pod: ``NodePublishVolume`` at ``<pod dir>/volumes/kubernetes.io~csi/
@@ -114,7 +115,8 @@ class CsiVolumes:
             mount_group="" if group is None else str(group),
         )
         staging = ""
-        if NodeCapability.STAGE_UNSTAGE_VOLUME in capabilities:
+        staged = volume.lifecycle == pv.PERSISTENT  # an inline volume is published only
+        if staged and NodeCapability.STAGE_UNSTAGE_VOLUME in capabilities:
             staging = str(self._stage(client, volume, access, objects))
         target.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
         _write_json(target.parent / VOL_DATA, self._publish_data(volume))

@@ -335,8 +335,9 @@ def test_an_inline_volume_needs_a_driver_that_allows_it(storage: Storage) -> Non
     modes = {"volumeLifecycleModes": ["Ephemeral"], "podInfoOnMount": True}
     storage.put(CSI_DRIVER, DRIVER, {"spec": modes})
     storage.volumes.setup(pod_with(inline, serviceAccountName="robot"))
+    assert storage.driver.methods() == ["NodePublishVolume"]  # an inline volume is not staged
     _, publish = storage.driver.calls[-1]
-    assert publish["volume_id"] == pv.inline_handle("pod-1", "cache")
+    assert (publish["volume_id"], publish["staging"]) == (pv.inline_handle("pod-1", "cache"), "")
     assert publish["volume_context"] == {
         "size": "1",
         "csi.storage.k8s.io/pod.name": "db",

@@ -1,0 +1,242 @@
+"""Persistent storage end to end: a real pkletd joined to the test API server, pods on
+containerd, and the test host-path CSI driver run as its own process and registered
+through ``plugins_registry``, as a driver pod with node-driver-registrar would be.
+
+A claim waits unbound with the kubelet's event, is attached and bound, staged once and
+published; what one pod writes the next pod on the claim reads; a SIGKILLed pkletd
+finds the volume mounted and mounts nothing twice; a deleted pod's volume is unpublished
+and unstaged before the pod leaves the API. A generic ephemeral volume comes and goes
+with its pod; an inline CSI volume carries the pod's identity; a driver that is away when
+its pod goes holds the pod until it is back."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from tests.harness.apiserver import ApiServer
+from tests.harness.apiserver.client import Kube
+from tests.harness.csidriver import CsiDriverProcess, DriverConfig
+from tests.harness.node import BUSYBOX, NODE, Pkletd, exec_in, join, wait_for
+
+pytestmark = pytest.mark.slow
+
+DRIVER = "hostpath.csi.pkletd.test"
+UNIQUE = f"kubernetes.io/csi/{DRIVER}^vol-1"
+LOOP = "trap 'exit 0' TERM; while true; do sleep 1; done"
+
+
+@pytest.fixture
+def node(pkletd: Pkletd, apiserver: ApiServer) -> Iterator[Pkletd]:
+    yield join(pkletd, apiserver)
+
+
+@pytest.fixture
+def driver(node: Pkletd, kube: Kube, tmp_path: Path) -> Iterator[CsiDriverProcess]:
+    config = DriverConfig.for_kubelet(
+        node.root_dir, DRIVER, "hostpath-1", tmp_path / "data", tmp_path / "calls.jsonl"
+    )
+    process = CsiDriverProcess(config)
+    process.start()
+    wait_for("the driver registered", lambda: node_has_driver(node), timeout=30)
+    yield process
+    process.stop()
+
+
+def node_has_driver(node: Pkletd) -> bool:
+    return [d["name"] for d in node.status().get("csi_drivers", [])] == [DRIVER]
+
+
+def csi_driver(kube: Kube, **spec: Any) -> None:
+    kube.storage.create_csi_driver({"metadata": {"name": DRIVER}, "spec": spec})
+
+
+def volume(kube: Kube, name: str = "pv-1", handle: str = "vol-1") -> None:
+    spec = {
+        "capacity": {"storage": "1Gi"},
+        "accessModes": ["ReadWriteOnce"],
+        "persistentVolumeReclaimPolicy": "Retain",
+        "csi": {"driver": DRIVER, "volumeHandle": handle, "fsType": "ext4"},
+    }
+    kube.core.create_persistent_volume({"metadata": {"name": name}, "spec": spec})
+
+
+def claim(kube: Kube, name: str = "data") -> None:
+    spec = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    kube.core.create_namespaced_persistent_volume_claim(
+        "default", {"metadata": {"name": name}, "spec": spec}
+    )
+
+
+def pod(name: str, volume: dict[str, Any], command: str = LOOP) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "nodeName": NODE,
+            "hostNetwork": True,
+            "terminationGracePeriodSeconds": 1,
+            "volumes": [volume],
+            "containers": [
+                {
+                    "name": "c",
+                    "image": BUSYBOX,
+                    "imagePullPolicy": "Never",
+                    "command": ["sh", "-c", command],
+                    "volumeMounts": [{"name": volume["name"], "mountPath": "/data"}],
+                }
+            ],
+        },
+    }
+
+
+CLAIMED = {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}
+
+
+def container(node: Pkletd, name: str) -> str:
+    (found,) = node.pods()[name]["containers"]
+    return str(found["container_id"])
+
+
+def gone_from_api(kube: Kube, name: str) -> bool:
+    try:
+        kube.core.read_namespaced_pod(name, "default")
+    except ApiException as exc:
+        return exc.status == 404
+    return False
+
+
+def delete(kube: Kube, name: str) -> None:
+    kube.core.delete_namespaced_pod(name, "default")
+    wait_for(f"{name} gone from the API", lambda: gone_from_api(kube, name), timeout=60)
+
+
+def events(kube: Kube, pod_name: str, reason: str) -> list[str]:
+    found = kube.core.list_namespaced_event("default").items
+    return [e.message for e in found if e.involved_object.name == pod_name and e.reason == reason]
+
+
+def mount_count(path: Path) -> int:
+    lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    return sum(1 for line in lines if line.split()[4] == str(path))
+
+
+def methods(driver: CsiDriverProcess) -> list[str]:
+    return [c["method"] for c in driver.calls() if c["method"].startswith("Node")]
+
+
+def volumes_in_use(kube: Kube) -> list[str]:
+    return list(kube.core.read_node(NODE).status.volumes_in_use or [])
+
+
+def test_a_claim_keeps_its_data_across_pods_and_a_killed_pkletd(
+    node: Pkletd, kube: Kube, driver: CsiDriverProcess
+) -> None:
+    csi_driver(kube)  # attachRequired by default: the attach/detach controller attaches
+    volume(kube)
+    claim(kube)
+    kube.core.create_namespaced_pod(
+        "default", pod("writer", CLAIMED, f"echo hello >/data/greeting; {LOOP}")
+    )
+    wait_for(
+        "the unbound claim's event",
+        lambda: any("PVC is not bound" in m for m in events(kube, "writer", "FailedMount")),
+    )
+    assert node.pods()["writer"]["phase"] == "Pending"
+
+    kube.bind("default/data", "pv-1")
+    attachment = wait_for(
+        "the VolumeAttachment",
+        lambda: [a.metadata.name for a in kube.storage.list_volume_attachment().items],
+    )[0]
+    kube.set_attached(attachment)
+    node.wait_api_pod("writer", timeout=60)
+    target = (
+        node.root_dir
+        / "pods"
+        / node.pods()["writer"]["uid"]
+        / "volumes/kubernetes.io~csi/data/mount"
+    )
+    assert methods(driver).count("NodeStageVolume") == 1
+    assert methods(driver).count("NodePublishVolume") == 1
+    wait_for("the volume in use on the node", lambda: volumes_in_use(kube) == [UNIQUE])
+    wait_for(
+        "the greeting",
+        lambda: exec_in(node, container(node, "writer"), "cat", "/data/greeting") == "hello\n",
+    )
+
+    node.kill()  # SIGKILL: the pods stay, the volume stays mounted
+    node.start()
+    node.wait_api_pod("writer")
+    assert methods(driver).count("NodePublishVolume") == 1 and mount_count(target) == 1
+
+    delete(kube, "writer")
+    assert methods(driver)[-2:] == ["NodeUnpublishVolume", "NodeUnstageVolume"]
+    assert not any(
+        str(node.root_dir) in line for line in Path("/proc/self/mountinfo").read_text().splitlines()
+    )
+    wait_for("no volume in use", lambda: volumes_in_use(kube) == [])
+
+    kube.core.create_namespaced_pod("default", pod("reader", CLAIMED))
+    node.wait_api_pod("reader", timeout=60)
+    assert exec_in(node, container(node, "reader"), "cat", "/data/greeting") == "hello\n"
+    delete(kube, "reader")
+
+
+def test_ephemeral_and_inline_volumes_come_and_go_with_their_pods(
+    node: Pkletd, kube: Kube, driver: CsiDriverProcess
+) -> None:
+    modes = ["Persistent", "Ephemeral"]
+    csi_driver(kube, attachRequired=False, podInfoOnMount=True, volumeLifecycleModes=modes)
+
+    template = {
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    }
+    scratch = {"name": "scratch", "ephemeral": {"volumeClaimTemplate": template}}
+    kube.core.create_namespaced_pod(
+        "default", pod("builder", scratch, f"echo built >/data/out; {LOOP}")
+    )
+    made = wait_for(
+        "the ephemeral claim",
+        lambda: kube.core.read_namespaced_persistent_volume_claim("builder-scratch", "default"),
+    )
+    assert made.metadata.owner_references[0].name == "builder"
+    volume(kube, "pv-2", "vol-2")
+    kube.bind("default/builder-scratch", "pv-2")
+    node.wait_api_pod("builder", timeout=60)
+    assert (driver.config.data_dir / "vol-2" / "out").read_text() == "built\n"
+
+    inline = {"name": "cache", "csi": {"driver": DRIVER, "volumeAttributes": {"size": "1Mi"}}}
+    kube.core.create_namespaced_pod("default", pod("cached", inline))
+    node.wait_api_pod("cached", timeout=60)
+    published = driver.wait_for_call(
+        "NodePublishVolume", lambda c: c["volume_id"].startswith("csi-")
+    )
+    context = published["volume_context"]
+    assert context["csi.storage.k8s.io/ephemeral"] == "true"
+    assert context["csi.storage.k8s.io/pod.name"] == "cached"
+    assert context["size"] == "1Mi"
+
+    # the driver is away when the pod goes: the pod waits for it, then goes
+    driver.kill()
+    kube.core.delete_namespaced_pod("cached", "default")
+    wait_for("the unpublish refused", lambda: "UnmountVolume.TearDown failed" in node.log())
+    assert not gone_from_api(kube, "cached")
+    driver.start()
+    wait_for("cached gone from the API", lambda: gone_from_api(kube, "cached"), timeout=60)
+    assert methods(driver)[-1] == "NodeUnpublishVolume"
+
+    delete(kube, "builder")
+    wait_for(
+        "the ephemeral claim collected",
+        lambda: not kube.core.list_namespaced_persistent_volume_claim("default").items,
+    )
+    assert methods(driver)[-2:] == ["NodeUnpublishVolume", "NodeUnstageVolume"]
+    os.kill(node.workers()["plugin-watcher"]["pid"], signal.SIGKILL)  # nothing changes
+    wait_for("plugin-watcher back", node.all_running, timeout=30)
+    assert node_has_driver(node)
