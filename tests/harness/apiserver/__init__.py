@@ -66,9 +66,9 @@ Modules: ``server`` (lifecycle, TLS), ``handler``/``routes``/``requestinfo``/``e
 ``kinds/*`` (per-kind strategies, pod defaults and validation), ``schema``/``quantities``
 (decoding with the client's models), ``protobuf`` (kubectl's protobuf bodies), ``patch``/
 ``strategic`` (patch formats), ``admission``/``noderestriction``, ``auth``/``nodeauthz``/
-``nodegraph``/``tokens``/``reviews``, ``tables``/``printers``/``storageprinters``, ``discovery``/``openapi``,
-``proxy``, ``metrics``, ``controllers``/``storagecontrollers``, ``pvbinding``, ``scheduler``, ``certs``, ``errors``/``validation``
-(Status texts), and ``client`` (what tests use: the official client and kubectl for a server).
+``nodegraph``/``tokens``/``reviews``, ``tables``/``printers``/``storageprinters``,
+``discovery``/``openapi``, ``proxy``, ``metrics``, ``controllers``/``storagecontrollers``,
+``pvbinding``, ``scheduler``, ``certs``, ``errors``/``validation`` (Status texts), and ``client`` (what tests use: the official client and kubectl for a server).
 """
 
 from tests.harness.apiserver.auth import Attributes, Decision, UserInfo
