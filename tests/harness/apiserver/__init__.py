@@ -68,7 +68,8 @@ Modules: ``server`` (lifecycle, TLS), ``handler``/``routes``/``requestinfo``/``e
 ``strategic`` (patch formats), ``admission``/``noderestriction``, ``auth``/``nodeauthz``/
 ``nodegraph``/``tokens``/``reviews``, ``tables``/``printers``/``storageprinters``,
 ``discovery``/``openapi``, ``proxy``, ``metrics``, ``controllers``/``storagecontrollers``,
-``pvbinding``, ``scheduler``, ``certs``, ``errors``/``validation`` (Status texts), and ``client`` (what tests use: the official client and kubectl for a server).
+``pvbinding``, ``scheduler``, ``certs``, ``errors``/``validation`` (Status texts), and
+``client`` (what tests use: the official client and kubectl for a server).
 """
 
 from tests.harness.apiserver.auth import Attributes, Decision, UserInfo
