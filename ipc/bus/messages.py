@@ -243,6 +243,12 @@ class ObjectFetched:
     resource_version: str = ""
     body: dict[str, Any] = field(default_factory=dict)  # a storage object's (``storage``)
 
+    @property
+    def known_body(self) -> dict[str, Any] | None:
+        """The body as ``persistentvolumes.closure`` reads it: ``{}`` if the object is
+        missing, None if it could not be read."""
+        return None if self.error and not self.missing else self.body
+
 
 @dataclass(frozen=True, slots=True)
 class TokenIssued:

@@ -110,9 +110,7 @@ class ApiObjects:
 
     def _body(self, key: ObjectKey) -> dict[str, Any] | None:
         found = self._objects.get(key)
-        if found is None or (found.error and not found.missing):
-            return None
-        return found.body
+        return None if found is None else found.known_body
 
     # --- what pods read ----------------------------------------------------------------
 

@@ -47,9 +47,10 @@ def storage_period(latest: Latest) -> Period:
 
     def period(key: ObjectKey) -> float:
         fetched = latest(key)
-        if fetched is None or (fetched.error and not fetched.missing):
+        body = None if fetched is None else fetched.known_body
+        if body is None:
             return UNSETTLED_S
-        return SETTLED_S if persistentvolumes.settled(key, fetched.body) else UNSETTLED_S
+        return SETTLED_S if persistentvolumes.settled(key, body) else UNSETTLED_S
 
     return period
 

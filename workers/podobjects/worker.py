@@ -93,9 +93,7 @@ class PodObjects:
 
     def _body(self, key: ObjectKey) -> dict[str, Any] | None:
         fetched = self._outbox.latest_object(key)
-        if fetched is None or (fetched.error and not fetched.missing):
-            return None
-        return fetched.body
+        return None if fetched is None else fetched.known_body
 
     def _source(self, key: ObjectKey) -> ObjectSource:
         return self._storage if key.kind.storage else self._objects

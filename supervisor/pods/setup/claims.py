@@ -9,7 +9,9 @@ volume is, found as the kubelet's desired state populator finds it (``createVolu
 - an inline ``csi`` volume needs a CSIDriver that allows ``Ephemeral`` volumes; its
   handle is made from the pod's uid and the volume's name;
 - a CSI volume whose driver attaches (its CSIDriver says so, or there is none) waits
-  for its VolumeAttachment to be attached, whose metadata becomes the publish context.
+  for its VolumeAttachment to be attached (while it is missing, or forbidden: the node
+  authorizer answers 403 for one not made yet), whose metadata becomes the publish
+  context; an ``attachError`` on it fails the mount.
 
 An object not read yet is ``Pending`` (the pod waits, quietly); anything else wrong is a
 ``ClaimError`` with the kubelet's words, or ``SetupFailure`` for what only fails at mount.
@@ -158,9 +160,9 @@ def _attached(volume: CsiVolume, objects: ApiObjects) -> CsiVolume:
     try:
         found = objects.get(ObjectKey(ObjectKind.VOLUME_ATTACHMENT, "", name))
     except ObjectUnavailable as exc:
-        if exc.pending or exc.missing:
-            raise Pending(f"volume attachment {name}") from exc
-        raise AttachFailed(str(exc)) from exc
+        # Not made yet: missing, or forbidden (the node authorizer lets a node read only
+        # the attachments made for it, and cannot tell one that is not there yet).
+        raise Pending(f"volume attachment {name}") from exc
     attachment = pv.attachment(found.body)
     if attachment.deleting:
         raise AttachFailed("volume attachment is being deleted")

@@ -117,4 +117,5 @@ def test_a_claim_is_followed_to_its_volume_driver_secret_and_attachment(
     settled = len(storage_requests(apiserver))
     end = time.monotonic() + 3 * 2.0  # three of the short periods: nothing is read again
     agent.run_until(lambda: time.monotonic() > end, "a quiet while", timeout=10)
-    assert len(storage_requests(apiserver)) == settled
+    found = storage_requests(apiserver)
+    assert len(found) == settled, [(r.verb, r.resource, r.code) for r in found]

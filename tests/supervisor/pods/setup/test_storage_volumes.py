@@ -359,3 +359,13 @@ def test_secrets_and_driver_failures_reach_the_driver_and_the_event(storage: Sto
     storage.volumes.setup(pod_with(CLAIM))
     _, publish = storage.driver.calls[-1]
     assert publish["secrets"] == {"password": "s3cret"}
+
+
+def test_an_attachment_the_api_forbids_is_one_not_made_yet(storage: Storage) -> None:
+    storage.bound()
+    storage.put(CSI_DRIVER, DRIVER, None)
+    name = pv.attachment_name("vol-1", DRIVER, "node-a")
+    forbidden = 'volumeattachments.storage.k8s.io "x" is forbidden: no relationship found'
+    storage.objects.on_fetched(ObjectFetched(ATTACHMENT, "", name, error=forbidden))
+    with pytest.raises(VolumePending, match=f"volume attachment {name}"):
+        storage.volumes.setup(pod_with(CLAIM))
