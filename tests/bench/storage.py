@@ -84,12 +84,11 @@ def section(ctx: Context) -> None:
     root = ctx.scratch / "storage"
     server = ApiServer(root / "apiserver", ApiServerConfig())
     server.start()
-    agent = BenchPkletd(ctx.daemon.address, ctx.args.parallelism)
+    agent = ctx.agent = BenchPkletd(ctx.daemon.address, ctx.args.parallelism)
     kube = Kube(server)
     driver: CsiDriverProcess | None = None
     try:
         agent.join_cluster(server).start()
-        ctx.agent = agent
         driver = _start_driver(agent, root)
         kube.storage.create_csi_driver(
             {"metadata": {"name": DRIVER}, "spec": {"attachRequired": False}}
