@@ -96,6 +96,11 @@ class ApiObjects:
         names = before.keys() | self._handlers.keys()
         return {n for n in names if before.get(n) != self._handlers.get(n)}
 
+    def reached(self, roots: Iterable[ObjectKey]) -> set[ObjectKey]:
+        """``roots`` and the storage objects their readings lead to (a claim's volume, its
+        CSIDriver, its VolumeAttachment): what a pod referencing ``roots`` waits for."""
+        return persistentvolumes.closure(roots, self._body, self.node)
+
     def keep_only(self, wanted: Iterable[PodReferences], namespaces: set[str]) -> None:
         """Forget what no pod references any more (the worker stops watching it too)."""
         objects: set[ObjectKey] = set()
@@ -103,7 +108,7 @@ class ApiObjects:
         for refs in wanted:
             objects |= refs.objects
             tokens |= {token_id(t) for t in refs.tokens}
-        objects = persistentvolumes.closure(objects, self._body, self.node)
+        objects = self.reached(objects)
         self._objects = {k: v for k, v in self._objects.items() if k in objects}
         self._tokens = {k: v for k, v in self._tokens.items() if k in tokens}
         self._services = {k: v for k, v in self._services.items() if k in namespaces}

@@ -123,7 +123,8 @@ class SyncLoop:
         if not self._objects.on_fetched(message):
             return
         key = ObjectKey(message.object_kind, message.namespace, message.name)
-        self._sync_referencing(lambda refs: key in refs.objects)
+        # a volume, CSIDriver or attachment read after the claim is waited for as well
+        self._sync_referencing(lambda refs: key in self._objects.reached(refs.objects))
 
     def on_token_issued(self, message: TokenIssued) -> None:
         if not self._objects.on_token(message):

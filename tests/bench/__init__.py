@@ -6,7 +6,7 @@ Run from the repository root (``make bench``)::
         [--mix-pods N] [--mix-rounds R] [--probe-pods N] [--probe-window S]
         [--api-pods N] [--api-requests N] [--exec-runs N] [--pleg-pods N] [--pleg-exits N]
         [--pleg-batch N] [--pleg-spread S] [--pleg-window S] [--pleg-poll-ms MS]
-        [--containerd-dir D] [--only FIGURE] [--keep]
+        [--csi-pods N] [--csi-rounds R] [--containerd-dir D] [--only FIGURE] [--keep]
 
 It starts a private containerd of its own under ``--containerd-dir``
 (``/tmp/pkletd-ctr-bench``; give another dir while anything else may use that
@@ -36,8 +36,12 @@ Figures, one module each (their docstrings say how each is measured):
 10. ``pleg`` (``plegevents``): a container's exit to the pod's status (``pkletd status``
     and ``/pods``) on containerd's event stream, against the same exits under 1 s
     relisting, and the pleg worker's steady CPU with 110 pods both ways.
+11. ``storage``: pod start-up through the API with one CSI volume each (the test
+    driver, staged and published), against the same pods without one plus the driver's
+    NodeStageVolume + NodePublishVolume made bare (``csifloor``); API requests per pod
+    with a claim against without.
 
-Figures 2-4 use the pods of figure 1's last pkletd run; 5 to 10 start from an
+Figures 2-4 use the pods of figure 1's last pkletd run; 5 to 11 start from an
 empty runtime with pkletd instances of their own (``--only`` runs one of them).
 ``common`` holds what they share (CPU accounting, the bench's pkletd, cleanup,
 the bytecode cache).
@@ -46,7 +50,7 @@ Targets: start-up totals (plain and pod mix) within 1.3x the floor, restart
 medians under 0.1 s, status under 100 ms, PSS under 200 MB, prober under 15% of
 one core with p99 lateness under 100 ms and every period kept. The whole run
 takes about 6-8 minutes on a 2-core machine, figures 8 and 9 about 4 more, and figure
-10 about 5.
+10 about 5, figure 11 about 3.
 Everything is stopped and cleaned at the end: pkletd, all pods, the bench
 containerd.
 """

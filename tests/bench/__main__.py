@@ -27,6 +27,7 @@ from tests.bench import (
     restarts,
     startup,
     status,
+    storage,
 )
 from tests.bench.common import (
     PARALLELISM,
@@ -46,6 +47,7 @@ STANDALONE = {
     "kubeletapi": kubeletapi.section,
     "exec": kubectlexec.section,
     "pleg": plegevents.section,
+    "storage": storage.section,
 }
 STATUS_POLL_MS = 50  # each status request costs the supervisor ~2 ms with 100 pods: poll gently
 
@@ -97,6 +99,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--pleg-poll-ms", type=float, default=15.0, help="reads of CRI, status, /pods in turn"
     )
     parser.add_argument(
+        "--csi-pods", type=int, default=10, help="pods of one batch of the storage figure"
+    )
+    parser.add_argument("--csi-rounds", type=int, default=2, help="storage batches, each way")
+    parser.add_argument(
         "--containerd-dir",
         type=Path,
         default=BENCH_CONTAINERD_DIR,
@@ -141,6 +147,8 @@ def bench(ctx: Context) -> None:
         run("exec", kubectlexec.section)
         clean_runtime(ctx.daemon.address)
         run("pleg", plegevents.section)
+        clean_runtime(ctx.daemon.address)
+        run("storage", storage.section)
     except BaseException:
         if ctx.agent is not None:
             dump_logs(ctx.agent)
