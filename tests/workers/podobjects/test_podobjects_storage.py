@@ -112,6 +112,13 @@ def test_a_claim_is_followed_to_its_volume_driver_secret_and_attachment(
         ),
         "attached",
     )
+    agent.run_until(  # bind() sets the claim's volumeName before its phase: maybe read between
+        lambda: (
+            (m := latest(agent, ObjectKind.PERSISTENT_VOLUME_CLAIM, "data"))
+            and pv.claim(m.body).bound
+        ),
+        "the claim read bound",
+    )
     verbs = {r.verb for r in storage_requests(apiserver)}
     assert verbs == {"GET"}  # the node authorizer allows nodes nothing else on them
     settled = len(storage_requests(apiserver))
