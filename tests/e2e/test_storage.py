@@ -147,7 +147,10 @@ def test_a_claim_keeps_its_data_across_pods_and_a_killed_pkletd(
         "the unbound claim's event",
         lambda: any("PVC is not bound" in m for m in events(kube, "writer", "FailedMount")),
     )
-    assert node.pods()["writer"]["phase"] == "Pending"
+    waiting = lambda: kube.core.read_namespaced_pod("writer", "default").status  # noqa: E731
+    status = wait_for("the pod's status", lambda: waiting().container_statuses)
+    assert waiting().phase == "Pending"
+    assert status[0].state.waiting.reason == "ContainerCreating"
 
     kube.bind("default/data", "pv-1")
     attachment = wait_for(
