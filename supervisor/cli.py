@@ -4,9 +4,10 @@ Started as ``kubelet`` (a link of that name), it is ``kubeletcmd``: the kubelet'
 command line, no subcommand.
 
 Only ``start`` imports the heavy parts (zmq, gRPC); the other commands talk to
-the control socket with ``socket`` and ``json`` alone, so they answer in tens of
+the control socket with ``_socket`` and ``json`` alone, so they answer in tens of
 milliseconds: ``pkletd status`` imports no more of pkletd than this module, nor
-``typing`` (annotations only), and the worker names only for ``restart-worker``
+``typing`` (annotations only) nor ``socket`` (its enums and ``selectors`` cost more than
+the request), and the worker names only for ``restart-worker``
 (``--version`` reads the installed package's metadata only when asked).
 Exit codes: 0 ok, 1 failure (e.g. pkletd not running), 2 bad use (bad flags, bad
 config, unknown worker name).
@@ -14,10 +15,10 @@ config, unknown worker name).
 
 from __future__ import annotations
 
+import _socket
 import argparse
 import gc
 import json
-import socket
 import sys
 import time
 from pathlib import Path
@@ -72,7 +73,8 @@ def _worker_names() -> str:
 
 def request(run_dir: str, body: dict[str, Any]) -> dict[str, Any]:
     path = Path(run_dir) / CONTROL_SOCKET
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
         sock.settimeout(TIMEOUT_S)
         try:
             sock.connect(str(path))
@@ -85,6 +87,8 @@ def request(run_dir: str, body: dict[str, Any]) -> dict[str, Any]:
             if not chunk:
                 break
             data += chunk
+    finally:
+        sock.close()
     reply: dict[str, Any] = json.loads(data)
     return reply
 
