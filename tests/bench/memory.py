@@ -2,8 +2,11 @@
 
 Total PSS (``Pss:`` of ``/proc/PID/smaps_rollup``) of this bench's ``pkletd: *``
 processes (the supervisor and its descendants only: other pkletd instances may
-be running on the machine). Baseline: PSS of one python process that imported
-zmq, msgpack, grpc, yaml and the CRI stubs, then waits on stdin.
+be running on the machine), and each process's PSS and private memory
+(``Private_Clean`` + ``Private_Dirty``: what it alone maps, mostly the pages it copied
+from the fork server by writing to them; the sum of PSS is the shared pages counted
+once plus every process's private ones). Baseline: PSS of one python process that
+imported zmq, msgpack, grpc, yaml and the CRI stubs, then waits on stdin.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from pathlib import Path
 
 from tests.bench.common import PYTHON, Context, ratio, verdict
 
-TARGET_PSS_MB = 200.0
+TARGET_PSS_MB = 100.0  # issue 21: ten processes in 100 MB
 
 
 def rollup_kb(pid: int, key: str) -> int:
@@ -28,6 +31,10 @@ def rollup_kb(pid: int, key: str) -> int:
 
 def pss_kb(pid: int) -> int:
     return rollup_kb(pid, "Pss")
+
+
+def private_kb(pid: int) -> int:
+    return rollup_kb(pid, "Private_Clean") + rollup_kb(pid, "Private_Dirty")
 
 
 @contextlib.contextmanager
@@ -59,6 +66,7 @@ def section(ctx: Context) -> None:
     assert agent is not None
     processes = agent.process_tree()
     per_process = {title: pss_kb(pid) / 1024 for pid, title in processes.items()}
+    private = {title: private_kb(pid) / 1024 for pid, title in processes.items()}
     total_mb = sum(per_process.values())
     with heavy_python() as pid:
         baseline_mb = pss_kb(pid) / 1024
@@ -69,8 +77,11 @@ def section(ctx: Context) -> None:
         f"[target < {TARGET_PSS_MB:.0f} MB: {verdict(total_mb < TARGET_PSS_MB)}]"
     )
     print(
-        "  per process: "
-        + ", ".join(f"{t.removeprefix('pkletd: ')} {mb:.1f} MB" for t, mb in per_process.items())
+        f"  per process, PSS / private MB (private in all: {sum(private.values()):.1f} MB): "
+        + ", ".join(
+            f"{t.removeprefix('pkletd: ')} {mb:.1f} / {private[t]:.1f}"
+            for t, mb in sorted(per_process.items())
+        )
     )
     ctx.figures.update(
         {
@@ -79,6 +90,7 @@ def section(ctx: Context) -> None:
             "memory_ratio": ratio(total_mb, baseline_mb),
             "memory_pkletd_processes": len(processes),
             **{f"memory_pss_mb_{t.removeprefix('pkletd: ')}": v for t, v in per_process.items()},
+            **{f"memory_private_mb_{t.removeprefix('pkletd: ')}": v for t, v in private.items()},
         }
     )
     ctx.figures["targets_met"]["memory"] = total_mb < TARGET_PSS_MB
