@@ -250,6 +250,7 @@ class Agent:
             self._node_object,
             self._pods.awaiting_delete(),
             self._pressure.state,
+            self._parts.csi_drivers.endpoints(),
         )
 
     # --- control -------------------------------------------------------------------

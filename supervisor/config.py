@@ -143,6 +143,7 @@ class KubeletConfig:
     feature_gates: tuple[tuple[str, bool], ...]  # (name, enabled), sorted
     rotate_certificates: bool
     server_tls_bootstrap: bool
+    volume_stats_agg_period: float  # how often volume stats are measured; negative: never
     # kubelet flags with no file field
     kubeconfig: str
     bootstrap_kubeconfig: str  # TLS bootstrap credentials when the kubeconfig is not usable
@@ -222,6 +223,13 @@ def _duration(value: object) -> float:
     if not isinstance(value, str):
         raise ValueError(f'must be a duration string such as "20s", got {_show(value)}')
     return parse_duration(value)
+
+
+def _signed_duration(value: object) -> float:
+    """A duration that may be negative (volumeStatsAggPeriod: negative turns it off)."""
+    if isinstance(value, str) and value.startswith("-"):
+        return -_duration(value[1:])
+    return _duration(value)
 
 
 def _integer(lo: int, hi: int) -> Callable[[object], int]:
@@ -823,6 +831,9 @@ _FIELDS: tuple[_Field, ...] = (
            "--rotate-server-certificates",
            "request the serving certificate from the API server and renew it",
            zero_means_default=False, metavar="BOOL"),
+    _Field("volumeStatsAggPeriod", "volume_stats_agg_period", _signed_duration, 60.0,
+           "--volume-stats-agg-period",
+           "how often the pods' volume stats are measured and cached; negative: never"),
     _Field(None, "kubeconfig", _string, "", "--kubeconfig",
            "kubeconfig of the API server to join; empty: standalone (static pods only)"),
     _Field(None, "bootstrap_kubeconfig", _string, "", "--bootstrap-kubeconfig",
@@ -1309,7 +1320,7 @@ def _byte_quantity(size: int) -> str:
 
 
 def _v1beta1_value(field: _Field, value: Any) -> Any:
-    if isinstance(value, float) and field.parse in (_duration, _monitor_interval):
+    if isinstance(value, float) and field.parse in (_duration, _signed_duration, _monitor_interval):
         return go_duration(value)
     if field.attr == "container_log_max_size":
         return _byte_quantity(value)

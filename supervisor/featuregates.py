@@ -11,6 +11,7 @@ no effect, which ``config`` reports as one warning.
 from __future__ import annotations
 
 SWITCHES = {
+    "CSIVolumeHealth": "CSI volume conditions in the volume stats (off: never reported)",
     "EventedPLEG": "follow the runtime's events (off: relist only)",
     "GracefulNodeShutdown": "graceful node shutdown (off: shutdownGracePeriod ignored)",
     "GracefulNodeShutdownBasedOnPodPriority": (

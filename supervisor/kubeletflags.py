@@ -56,7 +56,7 @@ NOT_IMPLEMENTED: tuple[KubeletFlag, ...] = (
         cpu-manager-reconcile-period topology-manager-policy topology-manager-scope
         hairpin-mode pod-cidr cpu-cfs-quota-period max-open-files
         kube-api-content-type registry-qps registry-burst oom-score-adj
-        volume-plugin-dir volume-stats-agg-period kubelet-cgroups
+        volume-plugin-dir kubelet-cgroups
         system-cgroups runtime-cgroups provider-id pods-per-core reserved-cpus
         enforce-node-allocatable system-reserved-cgroup kube-reserved-cgroup
         memory-manager-policy cloud-provider lock-file v vmodule log-flush-frequency

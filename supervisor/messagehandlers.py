@@ -13,6 +13,7 @@ from pkletd.ipc.bus.messages import (
     ClientCertificateReported,
     CsiDriverGone,
     CsiDriverRegistered,
+    CsiDriversChanged,
     CsiDriversListed,
     EvictionNeeded,
     EvictionThresholdMet,
@@ -141,13 +142,22 @@ class ParentHandlers:
                     self._children.restart(name)
 
     def csi_driver_registered(self, got: Received[CsiDriverRegistered]) -> None:
-        self._parts.csi_drivers.registered(got.message)
+        self._csi_drivers_changed(lambda: self._parts.csi_drivers.registered(got.message))
 
     def csi_driver_gone(self, got: Received[CsiDriverGone]) -> None:
-        self._parts.csi_drivers.gone(got.message.name)
+        self._csi_drivers_changed(lambda: self._parts.csi_drivers.gone(got.message.name))
 
     def csi_drivers_listed(self, got: Received[CsiDriversListed]) -> None:
-        self._parts.csi_drivers.listed(got.message.drivers)
+        self._csi_drivers_changed(lambda: self._parts.csi_drivers.listed(got.message.drivers))
+
+    def _csi_drivers_changed(self, change: Callable[[], None]) -> None:
+        """Apply ``change`` to the registry; the workers hear of the drivers' sockets when
+        they changed (the http worker's volume stats; a restarted one has its snapshot)."""
+        before = self._parts.csi_drivers.endpoints()
+        change()
+        after = self._parts.csi_drivers.endpoints()
+        if after != before:
+            self._parts.bus.publish(CsiDriversChanged(after))
 
     def node_reported(self, got: Received[NodeReported]) -> None:
         self._parts.node.reported(got.message)

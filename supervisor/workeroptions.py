@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pkletd.ipc.nodestats.summary import NodePaths
+from pkletd.supervisor import featuregates
 from pkletd.supervisor.config import KubeletConfig, v1beta1
 from pkletd.supervisor.forkserver import WorkerEntry
 from pkletd.supervisor.node import shutdownplan
@@ -332,4 +333,6 @@ def http_options(config: KubeletConfig) -> http.HttpOptions:
         runtime_timeout=config.runtime_request_timeout,
         streaming_idle_timeout=config.streaming_connection_idle_timeout,
         configz=v1beta1(config),
+        volume_stats_period=config.volume_stats_agg_period,
+        volume_health=featuregates.enabled(config.feature_gates, "CSIVolumeHealth") is True,
     )

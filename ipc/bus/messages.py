@@ -593,7 +593,8 @@ class Snapshot:
     the parent registers (metadata, spec and the static part of its status);
     ``terminated`` lists the pods deleted in the API whose termination finished and
     which wait for their final delete (``{"uid", "namespace", "name"}`` each);
-    ``eviction`` is the eviction worker's last state (``SignalsObserved.state``).
+    ``eviction`` is the eviction worker's last state (``SignalsObserved.state``);
+    ``csi_drivers`` the CSI drivers registered now (``CsiDriversChanged.drivers``).
     """
 
     kind = "Snapshot"
@@ -605,6 +606,17 @@ class Snapshot:
     node: dict[str, Any] = field(default_factory=dict)
     terminated: list[dict[str, Any]] = field(default_factory=list)
     eviction: dict[str, Any] = field(default_factory=dict)
+    csi_drivers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CsiDriversChanged:
+    """Broadcast: the parent's registry of CSI drivers changed; ``drivers`` is every driver
+    registered now, its Node service's unix socket by driver name (for the http worker's
+    volume stats: it only reads, through NodeGetVolumeStats)."""
+
+    kind = "CsiDriversChanged"
+    drivers: dict[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -746,6 +758,7 @@ Message = (
     | CsiDriverRegistered
     | CsiDriverGone
     | CsiDriversListed
+    | CsiDriversChanged
 )
 
 MESSAGES: dict[str, type[Message]] = {
@@ -790,6 +803,7 @@ MESSAGES: dict[str, type[Message]] = {
         CsiDriverRegistered,
         CsiDriverGone,
         CsiDriversListed,
+        CsiDriversChanged,
     )
 }
 
@@ -842,5 +856,6 @@ FROM_PARENT: frozenset[type[Message]] = frozenset(
         MetricsReport,
         GarbageCollected,
         ReclaimRequested,
+        CsiDriversChanged,
     }
 )

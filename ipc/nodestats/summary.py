@@ -11,8 +11,10 @@ for the image filesystem and the containers' writable layers):
   interfaces), ``fs`` (the filesystem of the root dir), ``runtime.imageFs``, ``rlimit``;
 - ``pods``: ``podRef``, ``startTime``, ``containers`` (``cpu``, ``memory``, ``rootfs``,
   ``logs``), ``cpu`` and ``memory`` (the pod's cgroup), ``network`` (the sandbox's network
-  namespace), ``volume`` (each volume directory under ``<root-dir>/pods/<uid>/volumes``),
-  ``ephemeral-storage`` and ``process_stats``.
+  namespace), ``volume`` (each volume directory under ``<root-dir>/pods/<uid>/volumes``,
+  walked as ``du`` does, but the CSI volumes: those are their drivers' figures, from the
+  ``CsiVolumeSource`` given, see ``csivolumes``), ``ephemeral-storage`` and
+  ``process_stats``.
 
 A pod's ``ephemeral-storage`` is the kubelet's (``calcEphemeralStorage``): its containers'
 writable layers and logs, its local ephemeral volumes (``IsLocalEphemeralVolume``: an
@@ -36,7 +38,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
-from pkletd.ipc.nodestats import fsusage, podrefs, procfs
+from pkletd.ipc.nodestats import csivolumes, fsusage, podrefs, procfs
 from pkletd.ipc.nodestats.cgroupstats import CgroupReader, CgroupSample, MemoryUsage
 from pkletd.ipc.nodestats.nodememory import node_memory
 from pkletd.ipc.nodestats.podrefs import ContainerRef, PodDict, PodRef
@@ -61,6 +63,13 @@ class StatsRuntime(Protocol):
     def image_fs_info(self) -> list[FilesystemUsage]: ...
 
     def list_container_stats(self) -> list[ContainerStatsInfo]: ...
+
+
+class CsiVolumeSource(Protocol):
+    """The pods' CSI volume stats, measured elsewhere (``csivolumes.CsiVolumeStats``);
+    None: volume stats are off, for every volume (``csivolumes.VolumeStatsOff``)."""
+
+    def of_pod(self, uid: str) -> list[Json] | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,12 +114,14 @@ class SummaryProvider:
         runtime: StatsRuntime | None = None,
         clock: Clock = SYSTEM_CLOCK,
         rates: CpuRates | None = None,
+        csi: CsiVolumeSource | None = None,
     ) -> None:
         self.paths = paths
         self.cgroups = cgroups
         self.runtime = runtime
         self.clock = clock
         self.rates = rates if rates is not None else CpuRates()
+        self.csi = csi  # None: the CSI volumes have no stats
 
     def summary(self, pods: Iterable[PodDict], only_cpu_and_memory: bool = False) -> Json:
         """The Summary as the kubelet serves it (times in RFC 3339)."""
@@ -271,15 +282,21 @@ class SummaryProvider:
         return _tree_stats(directory, time)
 
     def _volumes(self, ref: PodRef, time: float) -> list[Json]:
-        """The VolumeStats of each volume directory of the pod."""
+        """The VolumeStats of each volume directory of the pod; a CSI volume's are its
+        driver's (never a walk of what it mounts)."""
+        csi = self.csi.of_pod(ref.uid) if self.csi is not None else []
+        if csi is None:
+            return []
         top = self.paths.root_dir / "pods" / ref.uid / "volumes"
         found = []
         for plugin_dir in sorted(_subdirs(top)):
+            if plugin_dir.name == csivolumes.PLUGIN_DIR:
+                continue
             for volume in sorted(_subdirs(plugin_dir)):
                 stats = _tree_stats(volume, time)
                 if stats is not None:
                     found.append({**stats, "name": volume.name})
-        return found
+        return found + csi
 
     def _pod_files(self, ref: PodRef, time: float) -> list[Json]:
         """FsStats of the pod's own files: those directly in its log directory (the

@@ -85,6 +85,10 @@ class CsiDrivers:
     def get(self, name: str) -> CsiDriver | None:
         return self._drivers.get(name)
 
+    def endpoints(self) -> dict[str, str]:
+        """Every driver's Node service socket, by name (what the http worker is told)."""
+        return {name: driver.endpoint for name, driver in self._drivers.items()}
+
     def names(self) -> list[str]:
         return sorted(self._drivers)
 

@@ -131,6 +131,7 @@ def test_defaults_without_a_file() -> None:
         feature_gates=(),
         rotate_certificates=False,
         server_tls_bootstrap=False,
+        volume_stats_agg_period=60.0,
         image_credential_provider_config="",
         image_credential_provider_bin_dir="",
         node_ip="",

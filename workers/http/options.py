@@ -74,3 +74,5 @@ class HttpOptions:
     node_log_dir: str = "/var/log"  # what /logs/ serves, as the kubelet's http.Dir
     streaming_idle_timeout: float = 4 * 3600.0  # exec/attach/portForward; 0: none
     configz: dict[str, Any] = field(default_factory=dict)  # v1beta1 field names
+    volume_stats_period: float = 60.0  # volumeStatsAggPeriod; 0 or negative: no volume stats
+    volume_health: bool = False  # gate CSIVolumeHealth: the drivers' volume conditions

@@ -4,7 +4,8 @@
 Reading cgroups, ``/proc`` and the runtime blocks, so each request runs its read on a
 thread of the event loop's executor; the handlers only pick the pods the worker holds
 now and turn the result into a response. One ``SummaryProvider`` serves the summary
-and the resource metrics, so both share its CPU samples (usageNanoCores needs two).
+and the resource metrics, so both share its CPU samples (usageNanoCores needs two). The
+CSI volumes' figures come measured already (``volumestats``).
 """
 
 from __future__ import annotations
@@ -13,14 +14,18 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 from pkletd.ipc.nodestats import cadvisor, resource
 from pkletd.ipc.nodestats.cadvisor import CadvisorSource
 from pkletd.ipc.nodestats.cgroupstats import CgroupReader
-from pkletd.ipc.nodestats.summary import NodePaths, StatsUnavailable, SummaryProvider
+from pkletd.ipc.nodestats.summary import (
+    CsiVolumeSource,
+    NodePaths,
+    StatsUnavailable,
+    SummaryProvider,
+)
 from pkletd.ipc.runtime.cri import CriRuntime
 from pkletd.workers.http.view import NodeView
 
@@ -35,11 +40,11 @@ class NodeStats:
 
     @classmethod
     def of_node(
-        cls, view: NodeView, node: str, root_dir: str, pod_logs_dir: str, runtime: CriRuntime
+        cls, view: NodeView, paths: NodePaths, runtime: CriRuntime, csi: CsiVolumeSource
     ) -> NodeStats:
         cgroups = CgroupReader()
-        paths = NodePaths(node, Path(root_dir), Path(pod_logs_dir))
-        return cls(view, SummaryProvider(paths, cgroups, runtime), CadvisorSource(cgroups, runtime))
+        summary = SummaryProvider(paths, cgroups, runtime, csi=csi)
+        return cls(view, summary, CadvisorSource(cgroups, runtime))
 
     async def summary(self, request: web.Request) -> web.Response:
         only = request.query.get("only_cpu_and_memory") == "true"

@@ -1,5 +1,6 @@
 """What the HTTP handlers read: the node's pods with their status, the prober's counters,
-the parent's metrics and its health, as the parent last said them.
+the parent's metrics and its health, the CSI drivers registered, as the parent last said
+them.
 
 The lifecycle thread replaces each attribute whole (``HttpWorker``); the server's thread
 only reads, so neither ever waits for the other.
@@ -23,6 +24,7 @@ class NodeView:
         self.probe_samples: list[dict[str, Any]] = []
         self.metrics_report: list[MetricFamily] = []  # the parent's last MetricsReport
         self.sync_loop_ok = True
+        self.csi_drivers: dict[str, str] = {}  # driver name -> its Node service's socket
         self.parent_seen = clock.monotonic()
 
     # --- health ------------------------------------------------------------------

@@ -1,13 +1,15 @@
 """The http worker process: the lifecycle (snapshot, broadcasts, heartbeats) on the main
-thread, the servers (``server.py``) on their own thread, the node's state between them
-(``view.py``)."""
+thread, the servers (``server.py``) on their own thread, the CSI volumes' stats measured
+on another (``volumestats.py``), the node's state between them (``view.py``)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 
 from pkletd.ipc.bus.messages import (
+    CsiDriversChanged,
     Message,
     MetricsReport,
     ParentAlive,
@@ -17,6 +19,8 @@ from pkletd.ipc.bus.messages import (
     Snapshot,
 )
 from pkletd.ipc.bus.sockets import WorkerBus
+from pkletd.ipc.nodestats.csivolumes import CsiVolumeStats, VolumeStatsOff
+from pkletd.ipc.nodestats.summary import NodePaths
 from pkletd.ipc.runtime.cri import CriRuntime
 from pkletd.workers.http.authfilter import auth_filter
 from pkletd.workers.http.authn import Authenticator, TokenAuthenticator
@@ -36,6 +40,8 @@ from pkletd.workers.http.stats import NodeStats
 from pkletd.workers.http.streaming import Streaming
 from pkletd.workers.http.tlscontext import TlsError, server_context
 from pkletd.workers.http.view import NodeView
+from pkletd.workers.http.volumemetrics import VolumeStatsCollector
+from pkletd.workers.http.volumestats import VolumeStatsRefresher
 from pkletd.workers.lifecycle import WorkerSettings, serve
 
 log = logging.getLogger(__name__)
@@ -86,6 +92,21 @@ class KubeletAuth:
             )  # fmt: skip
 
 
+def volume_stats_for(options: HttpOptions, view: NodeView) -> VolumeStatsRefresher | None:
+    """The CSI volumes' stats, measured every volumeStatsAggPeriod; None when it turns
+    volume stats off (0 or negative, as the kubelet)."""
+    if options.volume_stats_period <= 0:
+        log.info("volume stats off volume_stats_agg_period=%s", options.volume_stats_period)
+        return None
+    stats = CsiVolumeStats(
+        Path(options.root_dir),
+        lambda: view.csi_drivers,
+        options.volume_stats_period,
+        options.volume_health,
+    )
+    return VolumeStatsRefresher(stats, lambda: list(view.pods.values()))
+
+
 class HttpWorker:
     def __init__(
         self, options: HttpOptions, reviewer: Reviewer | None = None, limits: Limits = LIMITS
@@ -95,20 +116,25 @@ class HttpWorker:
         self._offload = Offloader()
         self._reviewer = reviewer
         self._runtime = CriRuntime(options.runtime_endpoint, options.runtime_timeout)
-        self._metrics = KubeletMetrics(self.view)
+        self._volumes = volume_stats_for(options, self.view)
+        volumes = self._volumes.stats if self._volumes is not None else None
+        self._metrics = KubeletMetrics(
+            self.view, VolumeStatsCollector(volumes) if volumes is not None else None
+        )
+        paths = NodePaths(options.node_name, Path(options.root_dir), Path(options.pod_logs_dir))
         handlers = Handlers(
             self._metrics,
             Endpoints(self.view, options.configz),
             ContainerLogs(self.view, options.pod_logs_dir),
             NodeLogs(options.node_log_dir),
-            NodeStats.of_node(
-                self.view, options.node_name, options.root_dir, options.pod_logs_dir, self._runtime
-            ),
+            NodeStats.of_node(self.view, paths, self._runtime, volumes or VolumeStatsOff()),
             Streaming(self.view, self._runtime, options.streaming_idle_timeout),
         )
         sites = [site for x in options.listens if (site := self._site(x, handlers)) is not None]
         self.server = HttpServer(sites, limits)
         self.server.start()
+        if self._volumes is not None:
+            self._volumes.start()
 
     def _site(self, listen: Listen, handlers: Handlers) -> Site | None:
         routes = TABLES[listen.api](handlers)
@@ -130,7 +156,9 @@ class HttpWorker:
     def on_snapshot(self, snapshot: Snapshot) -> None:
         self.view.pods = {p["metadata"]["uid"]: p for p in snapshot.pods}
         self.view.probe_samples = snapshot.probe_metrics
+        self.view.csi_drivers = dict(snapshot.csi_drivers)
         self.view.parent_seen = self.view.clock.monotonic()
+        self._volumes_changed()
 
     def on_broadcast(self, message: Message) -> None:
         self.view.parent_seen = self.view.clock.monotonic()
@@ -138,14 +166,23 @@ class HttpWorker:
             pods = dict(self.view.pods)
             pods[message.pod["metadata"]["uid"]] = message.pod
             self.view.pods = pods
+            self._volumes_changed()
         elif isinstance(message, PodForgotten):
             self.view.pods = {k: v for k, v in self.view.pods.items() if k != message.uid}
+            self._volumes_changed()
+        elif isinstance(message, CsiDriversChanged):
+            self.view.csi_drivers = dict(message.drivers)
+            self._volumes_changed()
         elif isinstance(message, ParentAlive):
             self.view.sync_loop_ok = message.sync_loop_ok
         elif isinstance(message, ProbeMetrics):
             self.view.probe_samples = message.samples
         elif isinstance(message, MetricsReport):
             self.view.metrics_report = usable(message.families)
+
+    def _volumes_changed(self) -> None:
+        if self._volumes is not None:
+            self._volumes.poke()
 
     def fds(self) -> Sequence[int]:
         return ()
@@ -158,6 +195,8 @@ class HttpWorker:
 
     def close(self) -> None:
         self.server.close()
+        if self._volumes is not None:
+            self._volumes.close()
         self._runtime.close()
         self._offload.close()
         close = getattr(self._reviewer, "close", None)

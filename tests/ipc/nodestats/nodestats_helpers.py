@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pkletd.ipc.clock import FakeClock
+from pkletd.ipc.csi.client import CsiError, VolumeStats
 from pkletd.ipc.nodestats.cgroupstats import CgroupReader
 from pkletd.ipc.nodestats.summary import NodePaths, SummaryProvider
 from pkletd.ipc.runtime.cri import ContainerID, ContainerStatsInfo, CriError, FilesystemUsage
@@ -234,3 +235,45 @@ def api_pod(phase: str = "Running", name: str = "web", uid: str = UID) -> dict[s
             ],
         },
     }
+
+
+# --- a CSI driver's stats (csivolumes) ---------------------------------------------
+
+DRIVER = "hostpath.csi.pkletd.test"
+SOCKET = "/plugins/hostpath/csi.sock"
+EVERYTHING = frozenset({"GET_VOLUME_STATS", "VOLUME_CONDITION", "STAGE_UNSTAGE_VOLUME"})
+FIGURES = VolumeStats(
+    available_bytes=700,
+    capacity_bytes=1000,
+    used_bytes=300,
+    inodes_free=90,
+    inodes=100,
+    inodes_used=10,
+)
+
+
+class FakeDriver:
+    """A driver's client: records its calls, answers with ``stats`` by volume handle."""
+
+    def __init__(self, capabilities: frozenset[str] = EVERYTHING) -> None:
+        self.capabilities = capabilities
+        self.stats: dict[str, VolumeStats] = {}
+        self.calls: list[tuple[str, ...]] = []
+        self.fail: CsiError | None = None
+        self.closed = False
+
+    def node_capabilities(self) -> frozenset[str]:
+        self.calls.append(("NodeGetCapabilities",))
+        return self.capabilities
+
+    def volume_stats(self, volume_id: str, volume_path: str) -> VolumeStats:
+        self.calls.append(("NodeGetVolumeStats", volume_id, volume_path))
+        if self.fail is not None:
+            raise self.fail
+        return self.stats.get(volume_id, FIGURES)
+
+    def close(self) -> None:
+        self.closed = True
+
+    def stats_calls(self) -> list[tuple[str, ...]]:
+        return [c for c in self.calls if c[0] == "NodeGetVolumeStats"]
