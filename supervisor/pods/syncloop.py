@@ -368,6 +368,7 @@ class SyncLoop:
             self._metrics.startup.forget(uid)
             if self._pods.forget(uid):
                 self._publish(PodForgotten(uid))
+                self._forget_objects()  # a next pod on its claim reads its attachment anew
                 final = self._pods.final_delete(uid)
                 if final is not None:
                     self._publish(PodTerminated(uid, final["namespace"], final["name"]))

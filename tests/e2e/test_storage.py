@@ -126,6 +126,20 @@ def mount_count(path: Path) -> int:
     return sum(1 for line in lines if line.split()[4] == str(path))
 
 
+def attach(kube: Kube) -> None:
+    """Mark the VolumeAttachment the attach/detach controller made attached, as the
+    driver's external-attacher does."""
+    made = wait_for(
+        "the VolumeAttachment",
+        lambda: [
+            a.metadata.name
+            for a in kube.storage.list_volume_attachment().items
+            if not (a.status and a.status.attached)
+        ],
+    )
+    kube.set_attached(made[0])
+
+
 def methods(driver: CsiDriverProcess) -> list[str]:
     """The volume calls (not the queries: NodeGetVolumeStats comes from the stats)."""
     found = (c["method"] for c in driver.calls())
@@ -155,11 +169,7 @@ def test_a_claim_keeps_its_data_across_pods_and_a_killed_pkletd(
     assert status[0].state.waiting.reason == "ContainerCreating"
 
     kube.bind("default/data", "pv-1")
-    attachment = wait_for(
-        "the VolumeAttachment",
-        lambda: [a.metadata.name for a in kube.storage.list_volume_attachment().items],
-    )[0]
-    kube.set_attached(attachment)
+    attach(kube)
     node.wait_api_pod("writer", timeout=60)
     target = (
         node.root_dir
@@ -188,6 +198,7 @@ def test_a_claim_keeps_its_data_across_pods_and_a_killed_pkletd(
     wait_for("no volume in use", lambda: volumes_in_use(kube) == [])
 
     kube.core.create_namespaced_pod("default", pod("reader", CLAIMED))
+    attach(kube)  # the writer's went with it: the attach/detach controller made another
     node.wait_api_pod("reader", timeout=60)
     assert exec_in(node, container(node, "reader"), "cat", "/data/greeting") == "hello\n"
     delete(kube, "reader")
