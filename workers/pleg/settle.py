@@ -7,13 +7,15 @@ So the object an event names is read at once (the task's delete, which comes whe
 CRI is about to show the exit, reads it again) and, while the CRI still shows it as it
 was, again after a short delay (``FIRST_DELAY_S`` doubling to ``MAX_DELAY_S``) until the
 CRI shows the change or ``SETTLE_S`` has passed; the relist is the safety net after that.
+An exit's status and time, which its events carry, wait with the object for the read
+that shows it (``told``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pkletd.ipc.runtime.events import RuntimeEvent, Topic
+from pkletd.ipc.runtime.events import RuntimeEvent, TaskExited, Topic
 
 FIRST_DELAY_S = 0.005
 MAX_DELAY_S = 0.5
@@ -34,6 +36,7 @@ class Awaited:
     deadline: float
     due: float
     delay: float
+    exited: TaskExited | None
 
 
 class Awaiting:
@@ -43,8 +46,18 @@ class Awaiting:
         self._awaited: dict[str, Awaited] = {}
 
     def add(self, event: RuntimeEvent, now: float) -> None:
-        """Read ``event``'s object now (its newest event replaces an older one)."""
-        self._awaited[event.object_id] = Awaited(event.topic, now + SETTLE_S, now, FIRST_DELAY_S)
+        """Read ``event``'s object now (its newest event replaces an older one, but for
+        the exit an older one told)."""
+        older = self._awaited.get(event.object_id)
+        exited = event.exited or (older.exited if older is not None else None)
+        self._awaited[event.object_id] = Awaited(
+            event.topic, now + SETTLE_S, now, FIRST_DELAY_S, exited
+        )
+
+    def told(self, object_id: str) -> TaskExited | None:
+        """The exit the object's events told, while it is awaited."""
+        awaited = self._awaited.get(object_id)
+        return awaited.exited if awaited is not None else None
 
     def due(self, now: float) -> list[str]:
         return [object_id for object_id, a in self._awaited.items() if a.due <= now]
