@@ -12,6 +12,7 @@ from pkletd.ipc.bus.sender import FakeSender
 from pkletd.ipc.clock import FakeClock
 from pkletd.ipc.runtime.events import RuntimeEvent, TaskExited, Topic
 from pkletd.supervisor.pods.fakeruntime import FakeRuntime
+from pkletd.workers.pleg import settle
 from pkletd.workers.pleg.worker import Pleg
 
 from tests.workers.pleg.pleg_fakes import FakeSource, container, sandbox, take_inbox
@@ -133,3 +134,22 @@ def test_an_oom_kill_of_a_process_that_leaves_the_container_running_is_no_event(
     evented.step(1.0)
     assert evented.died() == []
     assert evented.runtime.methods().count("ListContainers") == 1  # the proving relist only
+
+
+def test_after_the_tasks_delete_the_exit_is_read_soon_after_the_cri_shows_it(
+    evented: ExitRig,
+) -> None:
+    """The CRI plugin records the exit after it deleted the task, 80 ms later on a loaded
+    machine: read every 20 ms at most meanwhile, not after a doubling delay."""
+    evented.push(Topic.TASK_EXIT, TaskExited(137, FINISHED))
+    start = evented.clock.mono
+    evented.push(Topic.TASK_DELETE, TaskExited(137, FINISHED))
+    shown_at = start + 0.3
+    due = evented.pleg.tick(evented.clock.mono)
+    while not evented.died() and evented.clock.mono < start + 1.0:
+        evented.clock.mono = due  # the next read
+        if evented.clock.mono >= shown_at:
+            evented.cri_shows_exit(137, "Error")
+        due = evented.pleg.tick(evented.clock.mono)
+    assert evented.died() == [expected(137)]
+    assert evented.clock.mono - shown_at <= settle.QUICK_MAX_DELAY_S + 1e-9
