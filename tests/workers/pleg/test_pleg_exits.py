@@ -12,7 +12,6 @@ from pkletd.ipc.bus.sender import FakeSender
 from pkletd.ipc.clock import FakeClock
 from pkletd.ipc.runtime.events import RuntimeEvent, TaskExited, Topic
 from pkletd.supervisor.pods.fakeruntime import FakeRuntime
-from pkletd.workers.pleg import settle
 from pkletd.workers.pleg.worker import Pleg
 
 from tests.workers.pleg.pleg_fakes import FakeSource, container, sandbox, take_inbox
@@ -152,4 +151,4 @@ def test_after_the_tasks_delete_the_exit_is_read_soon_after_the_cri_shows_it(
             evented.cri_shows_exit(137, "Error")
         due = evented.pleg.tick(evented.clock.mono)
     assert evented.died() == [expected(137)]
-    assert evented.clock.mono - shown_at <= settle.QUICK_MAX_DELAY_S + 1e-9
+    assert evented.clock.mono - shown_at <= 0.020 + 1e-9
