@@ -129,6 +129,12 @@ class PodLifecycleEvent:
     ``state`` is the
     object's state as PLEG saw it ("" once removed), so the parent can skip what
     its own calls already showed it.
+
+    A ``ContainerDied`` whose container the runtime shows exited carries the exit, as the
+    CRI's ContainerStatus gives it: ``exit_code``, ``finished_at`` (nanoseconds since the
+    epoch) and ``oom_killed`` (its reason is ``OOMKilled``), so the parent shows it in the
+    pod's status at once; ``exit_code`` is None when PLEG has no exit to tell (another
+    event, or a container gone before it was read).
     """
 
     kind = "PodLifecycleEvent"
@@ -136,6 +142,9 @@ class PodLifecycleEvent:
     event: LifecycleEventType
     object_id: str
     state: str = ""
+    exit_code: int | None = None
+    finished_at: int = 0
+    oom_killed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,11 +8,16 @@ PLEG subscribes, in the CRI's namespace ``k8s.io``, to what can happen to a pod'
 container or sandbox without pkletd:
 
 - ``/tasks/exit``: a task's process exited (it ended, was killed, or the OOM killer
-  took it). A sandbox's task is its pause container, whose id is the sandbox's. An
-  exec's exit (every exec probe's) names the exec and is skipped.
-- ``/tasks/delete``: the exited task was deleted. The CRI plugin deletes a container's
-  task when it handles the exit and marks the container exited right after, so this is
-  when the CRI is about to show the exit (an exec's delete is skipped too).
+  took it), with its exit status and time, which the CRI plugin records as the
+  container's exit code and ``finished_at`` (``TaskExited``). A sandbox's task is its
+  pause container, whose id is the sandbox's. An exec's exit (every exec probe's) names
+  the exec and is skipped.
+- ``/tasks/delete``: the exited task was deleted (with the same exit status and time).
+  The CRI plugin deletes a container's task when it handles the exit and marks the
+  container exited right after, so this is when the CRI is about to show the exit (an
+  exec's delete is skipped too).
+- ``/tasks/oom``: the OOM killer killed a process of the task; the CRI plugin then gives
+  the container the reason ``OOMKilled``, whenever it exits.
 - ``/containers/delete``: a container's record was deleted (a removal).
 
 What pkletd starts or creates it knows from its own calls, so no other topic is asked
@@ -44,6 +49,7 @@ SUBSCRIBE = "/containerd.services.events.v1.Events/Subscribe"
 class Topic(enum.StrEnum):
     TASK_EXIT = "/tasks/exit"
     TASK_DELETE = "/tasks/delete"
+    TASK_OOM = "/tasks/oom"
     CONTAINER_DELETE = "/containers/delete"
 
 
@@ -54,17 +60,29 @@ _TOPICS = frozenset(topic.value for topic in Topic)
 _PAYLOADS: dict[Topic, Any] = {
     Topic.TASK_EXIT: task_pb2.TaskExit,
     Topic.TASK_DELETE: task_pb2.TaskDelete,
+    Topic.TASK_OOM: task_pb2.TaskOOM,
     Topic.CONTAINER_DELETE: container_pb2.ContainerDelete,
 }
 
 
 @dataclass(frozen=True, slots=True)
+class TaskExited:
+    """A task's exit as its event tells it: what the CRI shows as the container's exit
+    code and ``finished_at`` (nanoseconds since the epoch) once it has recorded it."""
+
+    exit_code: int
+    finished_at: int
+
+
+@dataclass(frozen=True, slots=True)
 class RuntimeEvent:
     """Something happened to a runtime object: ``object_id`` is a container's id or a
-    sandbox's (a sandbox's task is its pause container, which has the sandbox's id)."""
+    sandbox's (a sandbox's task is its pause container, which has the sandbox's id);
+    ``exited``: a task's exit or delete, its exit status and time."""
 
     topic: Topic
     object_id: str
+    exited: TaskExited | None = None
 
 
 class BadEvent(ValueError):
@@ -107,9 +125,17 @@ def decode(raw: bytes) -> RuntimeEvent | None:
         raise BadEvent(f"undecodable {name}: {exc}") from exc
     if topic is Topic.CONTAINER_DELETE:
         return RuntimeEvent(topic, payload.id)
+    if topic is Topic.TASK_OOM:
+        return RuntimeEvent(topic, payload.container_id)
     if payload.id not in ("", payload.container_id):
         return None  # an exec's process
-    return RuntimeEvent(topic, payload.container_id)
+    exited = TaskExited(payload.exit_status, _nanoseconds(payload.exited_at))
+    return RuntimeEvent(topic, payload.container_id, exited)
+
+
+def _nanoseconds(stamp: Any) -> int:
+    """A ``google.protobuf.Timestamp`` in nanoseconds since the epoch, as the CRI counts."""
+    return int(stamp.seconds) * 1_000_000_000 + int(stamp.nanos)
 
 
 class Subscription:

@@ -5,7 +5,8 @@ turns a set into the pods to sync and the pods to terminate. Each pod's stage is
 its ``PodLifecycle`` (``stage``); orphans the loop terminates have a lifecycle
 here too, with no pod. Sync results land in
 ``record``, which recomputes the API status and says whether it changed, so the
-loop publishes only real changes.
+loop publishes only real changes; a container's exit PLEG reports lands in
+``exited`` at once, before the sync that acts on it (``podexits``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pkletd.ipc.apimodel.podenums import TERMINAL_PHASES, PodPhase, PodSource
 from pkletd.ipc.apimodel.podspec import InvalidPod, Pod, PodUID, parse_pod, refused_pod
 from pkletd.ipc.bus.messages import SANDBOX_PREFIX, LifecycleEventType, PodLifecycleEvent
 from pkletd.ipc.runtime.cri import ContainerState
-from pkletd.supervisor.pods import podstatus
+from pkletd.supervisor.pods import podexits, podstatus
 from pkletd.supervisor.pods.proberesults import ProbeResults
 from pkletd.supervisor.pods.stage import PodLifecycle, PodStage
 from pkletd.supervisor.pods.types import Failure, PodRuntime, SyncResult, Waiting
@@ -224,10 +225,27 @@ class Pods:
         entry = self.entries.get(result.uid)
         if entry is None:
             return None
-        entry.runtime = result.runtime
+        entry.runtime = podexits.keep_exits(entry.runtime, result.runtime)
         entry.waiting = result.waiting
         entry.killed = entry.killed or result.killed
         return self._recompute(entry)
+
+    def exited(self, uid: PodUID, event: PodLifecycleEvent) -> dict[str, Any] | None:
+        """Fold in the exit a ``ContainerDied`` carries; the new API pod if its status
+        changed, else None (no exit told, or a container the record does not run)."""
+        entry = self.entries.get(uid)
+        if entry is None or entry.runtime is None:
+            return None
+        runtime = podexits.exited(entry.runtime, event)
+        if runtime is None:
+            return None
+        entry.runtime = runtime
+        return self._recompute(entry)
+
+    def objects(self, uid: PodUID) -> dict[str, str]:
+        """The pod's runtime objects as the record has them (PLEG's keys and states)."""
+        entry = self.entries.get(uid)
+        return entry.runtime.objects() if entry is not None and entry.runtime else {}
 
     def refresh(self, uid: PodUID) -> dict[str, Any] | None:
         """Recompute a pod's status after a probe result; the API pod if it changed."""

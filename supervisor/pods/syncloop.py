@@ -214,12 +214,20 @@ class SyncLoop:
         pod = self._pods.get(uid)
         if pod is not None:
             if not self._pods.already_seen(uid, event):
+                self._show_exit(uid, event)
                 self._sync(pod)
         elif event.state and self._pods.sources_ready and not self._pods.terminating(uid):
             # an object of a pod no source wants; not a removal (the last of a pod just
             # forgotten: nothing is left of it)
             self._pods.orphaned(uid)
             self._terminate(uid, None, None)
+
+    def _show_exit(self, uid: PodUID, event: PodLifecycleEvent) -> None:
+        """Publish the exit a ``ContainerDied`` carries in the pod's status now, before the
+        sync that acts on it (a restart, the sandbox's stop) writes to the runtime."""
+        api_pod = self._pods.exited(uid, event)
+        if api_pod is not None:
+            self._publish(PodStatusUpdated(api_pod))
 
     def on_probe_result(self, result: ProbeResult, sent_at: float) -> None:
         """Act on a probe's new state, if it is fresh and about the running container."""
@@ -378,7 +386,7 @@ class SyncLoop:
         api_pod = self._pods.record(outcome)
         if api_pod is not None:
             self._metrics.startup.status(uid, api_pod, outcome.runtime)
-            self._publish(PodStatusUpdated(api_pod, outcome.runtime.objects()))
+            self._publish(PodStatusUpdated(api_pod, self._pods.objects(uid)))
         delays = [self._sync_frequency]
         if outcome.retry_in is not None:
             delays.append(outcome.retry_in)

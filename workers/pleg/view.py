@@ -2,13 +2,14 @@
 named by a runtime event.
 
 Both give PLEG's view: object key (a container's id, or ``SANDBOX_PREFIX`` and a
-sandbox's id) -> state, and object key -> its pod's UID. Objects with no pod UID label are
-not pods' and are left out, in both.
+sandbox's id) -> state, and object key -> its pod's UID, and each container as listed
+(for its exit, ``exits``). Objects with no pod UID label are not pods' and are left out,
+in both.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from pkletd.ipc.apimodel.podspec import PodUID
@@ -27,6 +28,8 @@ class PlegRuntime(Protocol):
 
     def find_container(self, container_id: str) -> ContainerInfo | None: ...
 
+    def container_status(self, listed: ContainerInfo) -> ContainerInfo: ...
+
     def close(self) -> None: ...
 
 
@@ -34,6 +37,7 @@ class PlegRuntime(Protocol):
 class View:
     states: dict[str, str]
     owners: dict[str, PodUID]
+    containers: dict[str, ContainerInfo] = field(default_factory=dict)
 
 
 def list_all(runtime: PlegRuntime) -> View:
@@ -45,6 +49,7 @@ def list_all(runtime: PlegRuntime) -> View:
     for container in runtime.list_containers():
         if container.pod_uid:
             _add(view, container.id, container.state.value, container.pod_uid)
+            view.containers[container.id] = container
     return view
 
 
@@ -58,6 +63,7 @@ def read_one(runtime: PlegRuntime, object_id: str, sandbox: bool | None) -> View
         if container is not None or sandbox is False:
             if container is not None and container.pod_uid:
                 _add(view, container.id, container.state.value, container.pod_uid)
+                view.containers[container.id] = container
             return view
     found = runtime.find_sandbox(object_id)
     if found is not None and found.uid:

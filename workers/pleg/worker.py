@@ -4,7 +4,8 @@ PLEG keeps its view of the runtime (object key -> state, and -> its pod), taken 
 the parent's snapshot and broadcasts (what the parent's own calls showed) and from its
 own reads. A relist reads everything; a runtime event reads the one object it names,
 again until the CRI shows the change (``settle``). Either way ``diff`` against the view
-gives the lifecycle events, so both report exactly the same ones.
+gives the lifecycle events, so both report exactly the same ones, a container's death
+with its exit (``exits``).
 """
 
 from __future__ import annotations
@@ -25,12 +26,14 @@ from pkletd.ipc.bus.messages import (
 from pkletd.ipc.bus.sender import Sender
 from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.ipc.runtime.cri import CriError
+from pkletd.ipc.runtime.events import Topic
 from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.pleg.diff import diff
+from pkletd.workers.pleg.exits import Exits
 from pkletd.workers.pleg.mode import ModeSwitch
 from pkletd.workers.pleg.settle import Awaiting
 from pkletd.workers.pleg.subscriber import EventSource, Item, Lost, Subscriber
-from pkletd.workers.pleg.view import PlegRuntime, list_all, read_one
+from pkletd.workers.pleg.view import PlegRuntime, View, list_all, read_one
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +56,7 @@ class Pleg:
         self._subscriber = Subscriber(events, self._inbox) if events is not None else None
         self._mode = ModeSwitch(period, events is not None, clock)
         self._awaiting = Awaiting()
+        self._exits = Exits(runtime)
         self._proving = False  # the open subscription waits for a relist to prove it
         self._next_relist = 0.0
 
@@ -84,6 +88,8 @@ class Pleg:
         for item in self._inbox.take():
             if isinstance(item, Lost):
                 self._on_lost(item)
+            elif item.topic is Topic.TASK_OOM:
+                self._exits.oom_killed(item.object_id)  # it may run on: nothing to read
             else:
                 self._awaiting.add(item, self._clock.monotonic())
         self._read_due()
@@ -138,8 +144,9 @@ class Pleg:
         except CriError as exc:
             log.error("relist failed error=%s", exc)
         else:
-            self._send_changes(self._known, view.states, {**self._owner, **view.owners})
+            self._send_changes(self._known, view, {**self._owner, **view.owners})
             self._known, self._owner = view.states, view.owners
+            self._exits.keep_only(set(view.states))
             self._bus.send(RelistCompleted(self._clock.monotonic() - started, len(view.states)))
             if self._proving and self._subscriber is not None and self._subscriber.open():
                 self._proving = False
@@ -163,7 +170,7 @@ class Pleg:
             return
         old = {key: self._known[key] for key in keys if key in self._known}
         owners = {key: self._owner[key] for key in keys if key in self._owner}
-        self._send_changes(old, view.states, owners | view.owners)
+        self._send_changes(old, view, owners | view.owners)
         for key in keys:
             self._known.pop(key, None)
             self._owner.pop(key, None)
@@ -179,8 +186,8 @@ class Pleg:
                 return sandbox
         return None
 
-    def _send_changes(
-        self, old: dict[str, str], new: dict[str, str], owners: dict[str, PodUID]
-    ) -> None:
-        for event in diff(old, new, owners):
-            self._bus.send(event)
+    def _send_changes(self, old: dict[str, str], new: View, owners: dict[str, PodUID]) -> None:
+        for event in diff(old, new.states, owners):
+            key = event.object_id
+            told = self._awaiting.told(key)
+            self._bus.send(self._exits.tell(event, new.containers.get(key), told))

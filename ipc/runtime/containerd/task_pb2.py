@@ -22,17 +22,20 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x63ontainerd/events/task.proto\x12\x11\x63ontainerd.events\",\n\x08TaskExit\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\".\n\nTaskDelete\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x05 \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x63ontainerd/events/task.proto\x12\x11\x63ontainerd.events\x1a\x1fgoogle/protobuf/timestamp.proto\"p\n\x08TaskExit\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x13\n\x0b\x65xit_status\x18\x04 \x01(\r\x12-\n\texited_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"r\n\nTaskDelete\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\t\x12\x13\n\x0b\x65xit_status\x18\x03 \x01(\r\x12-\n\texited_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\n\n\x02id\x18\x05 \x01(\t\"\x1f\n\x07TaskOOM\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'containerd.events.task_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TASKEXIT']._serialized_start=51
-  _globals['_TASKEXIT']._serialized_end=95
-  _globals['_TASKDELETE']._serialized_start=97
-  _globals['_TASKDELETE']._serialized_end=143
+  _globals['_TASKEXIT']._serialized_start=84
+  _globals['_TASKEXIT']._serialized_end=196
+  _globals['_TASKDELETE']._serialized_start=198
+  _globals['_TASKDELETE']._serialized_end=312
+  _globals['_TASKOOM']._serialized_start=314
+  _globals['_TASKOOM']._serialized_end=345
 # @@protoc_insertion_point(module_scope)

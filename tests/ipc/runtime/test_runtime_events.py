@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from google.protobuf import any_pb2, descriptor_pb2
+from google.protobuf import any_pb2, descriptor_pb2, timestamp_pb2
 from pkletd.ipc.runtime import events as runtimeevents
 from pkletd.ipc.runtime.containerd import container_pb2, events_pb2, task_pb2
-from pkletd.ipc.runtime.events import BadEvent, RuntimeEvent, Topic, decode
+from pkletd.ipc.runtime.events import BadEvent, RuntimeEvent, TaskExited, Topic, decode
 
 REPO = Path(__file__).resolve().parents[3]
+EXITED_AT = timestamp_pb2.Timestamp(seconds=1_700_000_000, nanos=123_456_789)
+EXITED_NS = 1_700_000_000_123_456_789
 CID = "c" * 64
 EXEC_ID = "e" * 64
 
@@ -27,12 +29,12 @@ def envelope(topic: str, event: Any, namespace: str = "k8s.io", type_url: str = 
 
 def test_a_containers_own_exit_names_the_container() -> None:
     raw = envelope("/tasks/exit", task_pb2.TaskExit(container_id=CID, id=CID))
-    assert decode(raw) == RuntimeEvent(Topic.TASK_EXIT, CID)
+    assert decode(raw) == RuntimeEvent(Topic.TASK_EXIT, CID, TaskExited(0, 0))
 
 
 def test_an_exit_without_a_process_id_is_the_containers_own() -> None:
     raw = envelope("/tasks/exit", task_pb2.TaskExit(container_id=CID))
-    assert decode(raw) == RuntimeEvent(Topic.TASK_EXIT, CID)
+    assert decode(raw) == RuntimeEvent(Topic.TASK_EXIT, CID, TaskExited(0, 0))
 
 
 def test_an_execs_exit_is_skipped() -> None:
@@ -43,7 +45,19 @@ def test_an_execs_exit_is_skipped() -> None:
 
 def test_a_containers_task_deleted_after_its_exit_names_the_container() -> None:
     raw = envelope("/tasks/delete", task_pb2.TaskDelete(container_id=CID))
-    assert decode(raw) == RuntimeEvent(Topic.TASK_DELETE, CID)
+    assert decode(raw) == RuntimeEvent(Topic.TASK_DELETE, CID, TaskExited(0, 0))
+
+
+@pytest.mark.parametrize("message", [task_pb2.TaskExit, task_pb2.TaskDelete])
+def test_an_exit_carries_its_status_and_time_as_the_cri_records_them(message: Any) -> None:
+    topic = "/tasks/exit" if message is task_pb2.TaskExit else "/tasks/delete"
+    raw = envelope(topic, message(container_id=CID, exit_status=137, exited_at=EXITED_AT))
+    assert decode(raw) == RuntimeEvent(Topic(topic), CID, TaskExited(137, EXITED_NS))
+
+
+def test_an_oom_kill_names_the_container() -> None:
+    raw = envelope("/tasks/oom", task_pb2.TaskOOM(container_id=CID))
+    assert decode(raw) == RuntimeEvent(Topic.TASK_OOM, CID)
 
 
 def test_an_execs_delete_is_skipped() -> None:
@@ -59,7 +73,7 @@ def test_a_deleted_container_is_named() -> None:
 def test_a_type_url_with_a_prefix_is_read_by_its_last_part() -> None:
     url = "type.googleapis.com/containerd.events.TaskExit"
     raw = envelope("/tasks/exit", task_pb2.TaskExit(container_id=CID), type_url=url)
-    assert decode(raw) == RuntimeEvent(Topic.TASK_EXIT, CID)
+    assert decode(raw) == RuntimeEvent(Topic.TASK_EXIT, CID, TaskExited(0, 0))
 
 
 @pytest.mark.parametrize(
@@ -85,6 +99,7 @@ def test_the_subscription_asks_for_each_topic_in_the_cri_namespace() -> None:
     assert runtimeevents.filters() == [
         'namespace=="k8s.io",topic=="/tasks/exit"',
         'namespace=="k8s.io",topic=="/tasks/delete"',
+        'namespace=="k8s.io",topic=="/tasks/oom"',
         'namespace=="k8s.io",topic=="/containers/delete"',
     ]
 

@@ -24,7 +24,15 @@ from pkletd.workers.pleg.worker import Pleg
 POD_UID_LABEL = "io.kubernetes.pod.uid"
 
 
-def container(cid: str, state: str, uid: str, sandbox: str = "s1") -> ContainerInfo:
+def container(
+    cid: str,
+    state: str,
+    uid: str,
+    sandbox: str = "s1",
+    exit_code: int = 0,
+    finished_at: int = 0,
+    reason: str = "",
+) -> ContainerInfo:
     return ContainerInfo(
         id=ContainerID(cid),
         sandbox_id=SandboxID(sandbox),
@@ -36,6 +44,9 @@ def container(cid: str, state: str, uid: str, sandbox: str = "s1") -> ContainerI
         image_ref="busybox",
         labels={POD_UID_LABEL: uid},
         annotations={},
+        finished_at=finished_at,
+        exit_code=exit_code,
+        reason=reason,
     )
 
 

@@ -1,6 +1,7 @@
 """PLEG on containerd's event stream, end to end: a container killed outside pkletd
 (its process, or ``ctr task kill``) is in the pod's status well within a second while
-the relist is 5 minutes away; an OOM kill shows ``OOMKilled``; a containerd restart makes
+the relist is 5 minutes away; its exit code is in ``/pods`` before its restart, on
+events as relisting; an OOM kill shows ``OOMKilled``; a containerd restart makes
 PLEG fall back to relisting every second, with its log lines, and come back; with
 ``--pleg-runtime-events=false`` it only relists."""
 
@@ -128,6 +129,56 @@ def test_an_oom_killed_container_shows_oomkilled(
     seen_terminated(pkletd, "hog")
     state = terminated_state(pkletd, "hog")
     assert (state["reason"], state["exitCode"]) == ("OOMKilled", 137)
+
+
+def container_states(agent: Pkletd, name: str, until_restarts: int) -> list[tuple[int, str, int]]:
+    """Read ``/pods`` in a tight loop until the pod's container restarted; each distinct
+    (restartCount, state, exit code) it showed, in order."""
+    seen: list[tuple[int, str, int]] = []
+
+    def restarted() -> bool:
+        pod = api_pod(agent, name)
+        assert pod is not None
+        status = pod["status"]["containerStatuses"][0]
+        kind, detail = next(iter(status["state"].items()))
+        shown = (status["restartCount"], kind, detail.get("exitCode", -1))
+        if not seen or seen[-1] != shown:
+            seen.append(shown)
+        return bool(status["restartCount"] >= until_restarts)
+
+    wait_for(f"pod {name} restarted", restarted, every=0.005)
+    return seen
+
+
+@pytest.mark.parametrize(
+    "mode", [[], ["--pleg-runtime-events=false"]], ids=["evented", "relisting"]
+)
+def test_a_killed_containers_exit_code_is_in_pods_before_its_restart(
+    pkletd: Pkletd, clean_runtime: PrivateContainerd, mode: list[str]
+) -> None:
+    """The parent publishes the exit PLEG read before the sync that restarts the container
+    writes to the runtime. The restart's own status comes after its postStart hook (a
+    second), so no poll can miss the exit in between; before, the status went from
+    running to the restarted container directly."""
+    pkletd.extra_args += mode
+    pkletd.start()
+    manifest = pod_manifest("phoenix")  # restartPolicy Always
+    manifest["spec"]["containers"][0]["lifecycle"] = {
+        "postStart": {"exec": {"command": ["sleep", "1"]}}
+    }
+    pkletd.put("phoenix", manifest)
+    container_id = pkletd.wait_running("phoenix")["containers"][0]["container_id"]
+    if not mode:
+        wait_evented(pkletd)
+    kill_process(clean_runtime, container_id)
+    seen = container_states(pkletd, "phoenix", until_restarts=1)
+    assert (0, "terminated", 137) in seen, f"/pods showed {seen}"
+    restart = next(i for i, (restarts, _, _) in enumerate(seen) if restarts == 1)
+    assert seen.index((0, "terminated", 137)) < restart, f"/pods showed {seen}"
+    restarted = api_pod(pkletd, "phoenix")
+    assert restarted is not None
+    last = restarted["status"]["containerStatuses"][0]["lastState"]["terminated"]
+    assert (last["exitCode"], last["reason"]) == (137, "Error")
 
 
 def restart_containerd(daemon: PrivateContainerd, while_down: Callable[[], None]) -> None:
