@@ -250,6 +250,8 @@ class Agent:
             self._node_object,
             self._pods.awaiting_delete(),
             self._pressure.state,
+            self._parts.api_view.pods(),
+            self._parts.api_view.listed,
         )
 
     # --- control -------------------------------------------------------------------

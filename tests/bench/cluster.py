@@ -16,7 +16,9 @@ client is the admin).
 * per minute: with the pods running and the node quiet, all of pkletd's requests over
   a ``--steady-s`` (60 s) window.
 * start-up: the first create to the last pod Running in the API, against the
-  static-pod start-up of the same pods (the start-up figure's total, same run).
+  static-pod start-up of the same pods (the start-up figure's total, same run; run
+  alone, ``--only cluster`` first starts the same pods as static pods on a pkletd of
+  its own, not joined, and removes them).
 
 The kubelet's side is counted from its documented behaviour (KUBELET_FACTS.md §5,
 ``status_manager.go``, ``kubelet_node_status.go``): each status write is a GET of
@@ -39,11 +41,13 @@ from kubernetes.client.rest import ApiException
 from tests.bench.common import (
     BenchPkletd,
     Context,
+    clean_runtime,
     percentile,
     progress,
     ratio,
     verdict,
 )
+from tests.bench.startup import log_breakdown, pod_names, run_pkletd
 from tests.harness.apiserver import ApiServer, ApiServerConfig
 from tests.harness.apiserver.client import Kube
 from tests.harness.node import BUSYBOX, wait_for
@@ -77,6 +81,8 @@ def ready(pod: Any) -> bool:
 
 
 def section(ctx: Context) -> None:
+    if "startup_pkletd_total_s" not in ctx.figures:
+        _static_baseline(ctx)
     server = ApiServer(ctx.scratch / "apiserver", ApiServerConfig())
     server.start()
     agent = BenchPkletd(ctx.daemon.address, ctx.args.parallelism)
@@ -97,11 +103,24 @@ def section(ctx: Context) -> None:
             for r in server.requests(user=node, since=span[0])
             if r.when <= span[1] and r.resource in POD_RESOURCES
         ]
-        _report(ctx, pod_calls, started, running_at, steady)
+        timeline = log_breakdown(agent.log(), started)
+        _report(ctx, pod_calls, started, running_at, steady, timeline)
     finally:
         ctx.drop_agent()
         kube.close()
         server.stop()
+
+
+def _static_baseline(ctx: Context) -> None:
+    """The same pods as static pods, for ``--only cluster`` (the start-up figure's run)."""
+    names = pod_names(ctx.args.pods, "s")
+    progress(f"cluster: the baseline, {len(names)} static pods")
+    agent = ctx.agent = BenchPkletd(ctx.daemon.address, ctx.args.parallelism)
+    agent.start()
+    run = run_pkletd(agent, names, ctx.daemon, ctx.args.poll_ms / 1000)
+    ctx.figures["startup_pkletd_total_s"] = run.total
+    ctx.drop_agent()
+    clean_runtime(ctx.daemon.address)
 
 
 def _registered(kube: Kube, node: str) -> bool:
@@ -121,6 +140,7 @@ def _create(kube: Kube, node: str, count: int) -> tuple[float, dict[str, float]]
         name = f"api{i:03d}"
         kube.core.create_namespaced_pod("default", bench_pod(name, node))
         created[name] = time.time()
+    progress(f"cluster: {count} creates took {time.time() - started:.2f} s")
     running: dict[str, float] = {}
 
     def all_running() -> bool:
@@ -173,6 +193,7 @@ def _report(
     started: float,
     running: dict[str, float],
     steady: int,
+    timeline: dict[str, float],
 ) -> None:
     count = ctx.args.pods
     last_running = running.pop("_last")
@@ -203,8 +224,17 @@ def _report(
         f"{ratio(total, static_total):.2f}x; per pod p50 {percentile(latencies, 50):.2f} s, "
         f"p99 {percentile(latencies, 99):.2f} s"
     )
+    if timeline:
+        print(
+            "  from the first create (supervisor log): pods added "
+            f"{timeline['log_first_pod_added_s']:.2f}-{timeline['log_last_pod_added_s']:.2f} s, "
+            f"first sandbox {timeline['log_first_sandbox_started_s']:.2f} s, last container "
+            f"started {timeline['log_last_container_started_s']:.2f} s, last Running in the "
+            f"API {total:.2f} s"
+        )
     ctx.figures.update(
         {
+            **{f"cluster_{k}": v for k, v in timeline.items()},
             "cluster_requests_per_pod": per_pod,
             "cluster_requests_per_minute": per_minute,
             "cluster_requests_by_call_per_pod": {k: v / count for k, v in by_kind.items()},
