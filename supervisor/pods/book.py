@@ -125,7 +125,7 @@ class Pods:
         each change: with 100 API pods created one by one, parsing each set again cost
         the parent about 5000 parses); None if it is new, changed or was invalid."""
         uid = (raw.get("metadata") or {}).get("uid") if isinstance(raw, dict) else None
-        entry = self.entries.get(uid) if isinstance(uid, str) else None
+        entry = self.entries.get(PodUID(uid)) if isinstance(uid, str) else None
         if entry is None or entry.source != source or entry.pod.invalid:
             return None
         return entry.pod if entry.pod.raw == raw else None
