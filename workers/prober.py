@@ -22,7 +22,9 @@ result, or the consecutive counts up to their thresholds (beyond, they change
 nothing), and at least every ``RESEND_S`` otherwise (the parent drops a result older
 than 10 s: one held up so long is refreshed). The kubelet's results manager also
 signals only a changed result. The schedules wait in a heap by due time, so a turn of
-the loop costs what is due, not a scan of every probe.
+the loop costs what is due, not a scan of every probe, and a turn launches with them
+the runs due within ``BATCH_S`` (5 ms, the lateness histogram's first bucket): with 220
+probes a second, one wake-up for each run was most of the loop's cost.
 
 ``ProbeMetrics`` carries ``prober_probe_total`` (the kubelet's counter, by
 probe_type and result) and ``pkletd_prober_lateness_seconds`` (how late each run
@@ -68,6 +70,7 @@ METRIC_RESULT = {SUCCESS: "successful", FAILURE: "failed", UNKNOWN: "unknown"}
 LATENESS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 METRICS_EVERY_S = 1.0
 RESEND_S = 5.0  # an unchanged result goes to the parent again after this long
+BATCH_S = 0.005  # runs due this soon go with those due now
 IDLE_WAKE_S = 60.0
 THREADS = 16  # per pool
 
@@ -274,7 +277,7 @@ class Prober:
 
     def tick(self, now: float) -> float:
         timers = self._timers
-        while timers and timers[0][0] <= now:
+        while timers and timers[0][0] <= now + BATCH_S:
             due, _, schedule = heapq.heappop(timers)
             if (
                 self._schedules.get(schedule.key) is not schedule  # dropped or replaced
@@ -304,7 +307,7 @@ class Prober:
         return startup is not None and startup.result is not SUCCESS
 
     def _launch(self, schedule: Schedule, now: float) -> None:
-        late = now - schedule.due
+        late = max(0.0, now - schedule.due)  # a batched run may go up to BATCH_S early
         schedule.running = True
         schedule.due += schedule.probe.period_s * max(1, int(late // schedule.probe.period_s) + 1)
         key, container_id = schedule.key, schedule.target.container_id
