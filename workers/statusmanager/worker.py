@@ -167,16 +167,20 @@ class StatusManager:
 
     def _observed(self, message: ApiPodsObserved) -> None:
         first = message.whole and not self._listed
-        if message.whole:
-            self._api, self._names, self._listed = {}, {}, True
+        gone = list(message.gone)
+        if message.whole:  # what it no longer has is gone (deleted while nobody watched)
+            present = {(p.get("metadata") or {}).get("uid") for p in message.pods}
+            gone = [uid for uid in self._api if uid not in present]
         touched: set[Where] = set()
-        for uid in message.gone:
+        for uid in gone:
             pod = self._api.pop(uid, None)
             if pod is not None:
                 where = _where(pod)
                 if self._names.get(where) == uid:
                     del self._names[where]
                 self._mirrors.gone(where, uid)
+        if message.whole:
+            self._api, self._names, self._listed = {}, {}, True
         for pod in message.pods:
             key, where = (pod.get("metadata") or {}).get("uid"), _where(pod)
             if isinstance(key, str) and key:

@@ -560,3 +560,16 @@ def test_bad_input_is_dropped_and_the_rest_goes_on(rig: Rig) -> None:
     rig.worker.on_broadcast(PodStatusUpdated(reported(pod)))
     rig.settle()
     assert rig.calls.pods[("default", "web")]["status"]["phase"] == "Running"
+
+
+def test_a_mirror_pod_missing_from_a_new_whole_set_is_made_again(rig: Rig) -> None:
+    """Deleted while no one watched (the api-watcher restarted): the next whole set,
+    which lacks it, is enough."""
+    rig.worker.on_snapshot(Snapshot(0, [static_pod()], {}))
+    rig.settle()
+    rig.watched = False
+    rig.calls.pods.pop(("kube-system", f"etcd-{NODE}"))
+    rig.worker.on_broadcast(ApiPodsObserved([], whole=True))
+    rig.settle()
+    assert ("kube-system", f"etcd-{NODE}") in rig.calls.pods
+    assert [v for v, _ in rig.calls.calls][-2:] == ["create", "patch"]
