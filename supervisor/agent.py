@@ -251,6 +251,8 @@ class Agent:
             self._pods.awaiting_delete(),
             self._pressure.state,
             self._parts.csi_drivers.endpoints(),
+            self._parts.api_view.pods(),
+            self._parts.api_view.listed,
         )
 
     # --- control -------------------------------------------------------------------

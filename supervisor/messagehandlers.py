@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 
 from pkletd.ipc.bus.messages import (
+    ApiPodsObserved,
     ClientCertificateReported,
     CsiDriverGone,
     CsiDriverRegistered,
@@ -86,6 +87,11 @@ class ParentHandlers:
 
     def pods_listed(self, got: Received[PodsListed]) -> None:
         self._parts.sync.on_pods_listed(got.message)
+
+    def api_pods_observed(self, got: Received[ApiPodsObserved]) -> None:
+        """Kept for snapshots and handed on to the status manager (``pods/apiview.py``)."""
+        self._parts.api_view.observed(got.message)
+        self._parts.bus.publish(got.message)
 
     def manifest_rejected(self, got: Received[ManifestRejected]) -> None:
         message = got.message

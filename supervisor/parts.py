@@ -6,7 +6,7 @@ setting up the pod cgroups); the Agent (``agent.py``) runs them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
@@ -25,6 +25,7 @@ from pkletd.supervisor.node.pressure import NodePressure
 from pkletd.supervisor.node.shutdown import NodeShutdown
 from pkletd.supervisor.notify import Notifier
 from pkletd.supervisor.pods import admission, sysctls
+from pkletd.supervisor.pods.apiview import ApiView
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.cgroups.podcgroups import PodCgroups
 from pkletd.supervisor.pods.csidrivers import CsiDrivers
@@ -69,6 +70,7 @@ class ParentParts:
     manifests: RejectedManifests  # the static manifests the sources refused, by file
     csi_volumes: CsiVolumes  # the CSI volumes staged and published here
     csi_drivers: CsiDrivers  # the CSI drivers registered on the node (plugin-watcher)
+    api_view: ApiView = field(default_factory=ApiView)  # relayed to the status manager
 
 
 def build(

@@ -20,6 +20,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pkletd.ipc.bus.codec import Envelope
 from pkletd.ipc.bus.messages import (
+    ApiPodsObserved,
     ClientCertificateReported,
     CsiDriverGone,
     CsiDriverRegistered,
@@ -123,6 +124,7 @@ class Handlers(Protocol):
     def worker_ready(self, got: Received[WorkerReady]) -> None: ...
     def heartbeat(self, got: Received[Heartbeat]) -> None: ...
     def pods_listed(self, got: Received[PodsListed]) -> None: ...
+    def api_pods_observed(self, got: Received[ApiPodsObserved]) -> None: ...
     def manifest_rejected(self, got: Received[ManifestRejected]) -> None: ...
     def manifest_accepted(self, got: Received[ManifestAccepted]) -> None: ...
     def lifecycle_event(self, got: Received[PodLifecycleEvent]) -> None: ...
@@ -157,6 +159,7 @@ def routes(to: Handlers) -> Routes:
         row(WorkerReady, any_worker, to.worker_ready),
         row(Heartbeat, any_worker, to.heartbeat),
         row(PodsListed, source_worker, to.pods_listed),
+        row(ApiPodsObserved, WorkerName.API_WATCHER, to.api_pods_observed),
         row(ManifestRejected, source_worker, to.manifest_rejected),
         row(ManifestAccepted, source_worker, to.manifest_accepted),
         row(PodLifecycleEvent, WorkerName.PLEG, to.lifecycle_event),

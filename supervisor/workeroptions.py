@@ -89,10 +89,6 @@ def status_manager_entry(config: KubeletConfig, settings: WorkerSettings) -> Wor
         kube_api_burst=config.kube_api_burst,
         event_qps=config.event_record_qps,
         event_burst=config.event_burst,
-        # The repair list: every syncFrequency, the period at which the kubelet re-syncs
-        # each pod (and recreates a missing mirror pod). Its own 10 s status sync reads a
-        # watch cache, which costs the API server nothing.
-        status_sync_period=config.sync_frequency,
     )
     return functools.partial(
         statusmanager.main, settings, config.kubeconfig, config.node_name, options

@@ -23,7 +23,7 @@ from pkletd.ipc.apimodel.podspec import PodUID
 from pkletd.ipc.apimodel.probespec import ProbeType
 from pkletd.ipc.apimodel.references import ObjectKind
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # Runtime objects in ``Snapshot.containers``: container ids as they are, sandbox
 # ids behind this prefix.
@@ -101,6 +101,22 @@ class PodsListed:
     kind = "PodsListed"
     source: PodSource
     pods: list[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiPodsObserved:
+    """The API's own view of the pods bound to the node, as the api-watcher's watch sees
+    them, mirror pods included: each pod's ``metadata`` (``uid``, ``namespace``, ``name``,
+    ``resourceVersion``, ``deletionTimestamp`` when set, ``annotations`` holding only the
+    mirror annotation) and ``status``. ``whole``: ``pods`` is every pod (a list); else
+    ``pods`` are the ones whose status or mirror metadata changed and ``gone`` the UIDs
+    deleted. The parent keeps the set for snapshots and broadcasts each message on to
+    the status manager, which compares it with what it wrote."""
+
+    kind = "ApiPodsObserved"
+    pods: list[dict[str, Any]]
+    gone: list[str] = field(default_factory=list)
+    whole: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -604,6 +620,8 @@ class Snapshot:
     which wait for their final delete (``{"uid", "namespace", "name"}`` each);
     ``eviction`` is the eviction worker's last state (``SignalsObserved.state``);
     ``csi_drivers`` the CSI drivers registered now (``CsiDriversChanged.drivers``).
+    ``api_pods`` is the API's view of the node's pods (``ApiPodsObserved``), complete
+    once ``api_listed``.
     """
 
     kind = "Snapshot"
@@ -616,6 +634,8 @@ class Snapshot:
     terminated: list[dict[str, Any]] = field(default_factory=list)
     eviction: dict[str, Any] = field(default_factory=dict)
     csi_drivers: dict[str, str] = field(default_factory=dict)
+    api_pods: list[dict[str, Any]] = field(default_factory=list)
+    api_listed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -733,6 +753,7 @@ Message = (
     | WorkerReady
     | Heartbeat
     | PodsListed
+    | ApiPodsObserved
     | ManifestRejected
     | ManifestAccepted
     | PodLifecycleEvent
@@ -778,6 +799,7 @@ MESSAGES: dict[str, type[Message]] = {
         WorkerReady,
         Heartbeat,
         PodsListed,
+        ApiPodsObserved,
         ManifestRejected,
         ManifestAccepted,
         PodLifecycleEvent,
@@ -826,6 +848,7 @@ FROM_WORKERS: frozenset[type[Message]] = frozenset(
         WorkerReady,
         Heartbeat,
         PodsListed,
+        ApiPodsObserved,
         ManifestRejected,
         ManifestAccepted,
         PodLifecycleEvent,
@@ -866,5 +889,6 @@ FROM_PARENT: frozenset[type[Message]] = frozenset(
         GarbageCollected,
         ReclaimRequested,
         CsiDriversChanged,
+        ApiPodsObserved,
     }
 )

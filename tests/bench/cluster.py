@@ -15,8 +15,13 @@ client is the admin).
   own, lease and node status, are the per-minute figure's).
 * per minute: with the pods running and the node quiet, all of pkletd's requests over
   a ``--steady-s`` (60 s) window.
-* start-up: the first create to the last pod Running in the API, against the
-  static-pod start-up of the same pods (the start-up figure's total, same run).
+* start-up: the pods created from ``CREATORS`` threads (as fast as the API server takes
+  them, as the static pods' manifests are written at once; a ReplicaSet controller
+  creates its pods in parallel batches too), the first create to the last pod Running
+  in the API, against the
+  static-pod start-up of the same pods (the start-up figure's total, same run; run
+  alone, ``--only cluster`` first starts the same pods as static pods on a pkletd of
+  its own, not joined, and removes them).
 
 The kubelet's side is counted from its documented behaviour (KUBELET_FACTS.md §5,
 ``status_manager.go``, ``kubelet_node_status.go``): each status write is a GET of
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import collections
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import kubernetes.client
@@ -39,11 +45,13 @@ from kubernetes.client.rest import ApiException
 from tests.bench.common import (
     BenchPkletd,
     Context,
+    clean_runtime,
     percentile,
     progress,
     ratio,
     verdict,
 )
+from tests.bench.startup import log_breakdown, pod_names, run_pkletd
 from tests.harness.apiserver import ApiServer, ApiServerConfig
 from tests.harness.apiserver.client import Kube
 from tests.harness.node import BUSYBOX, wait_for
@@ -51,6 +59,7 @@ from tests.harness.node import BUSYBOX, wait_for
 KUBELET_PER_POD = 2 * 2 + 2 * 2 + 1 + 4  # (GET + PATCH) x 4 writes, DELETE, 4 events
 KUBELET_PER_MINUTE = 6 + 6 + 0.2 + 0.4  # lease, node GET, node PATCH, watch re-lists
 POLL_S = 0.2
+CREATORS = 4  # threads creating the pods
 QUIET_S = 5.0  # no pod or event request for this long: the node has said everything
 POD_RESOURCES = ("pods", "events")
 RUN = "trap 'exit 0' TERM; while true; do sleep 1; done"
@@ -77,6 +86,8 @@ def ready(pod: Any) -> bool:
 
 
 def section(ctx: Context) -> None:
+    if "startup_pkletd_total_s" not in ctx.figures:
+        _static_baseline(ctx)
     server = ApiServer(ctx.scratch / "apiserver", ApiServerConfig())
     server.start()
     agent = BenchPkletd(ctx.daemon.address, ctx.args.parallelism)
@@ -97,11 +108,24 @@ def section(ctx: Context) -> None:
             for r in server.requests(user=node, since=span[0])
             if r.when <= span[1] and r.resource in POD_RESOURCES
         ]
-        _report(ctx, pod_calls, started, running_at, steady)
+        timeline = log_breakdown(agent.log(), started)
+        _report(ctx, pod_calls, started, running_at, steady, timeline)
     finally:
         ctx.drop_agent()
         kube.close()
         server.stop()
+
+
+def _static_baseline(ctx: Context) -> None:
+    """The same pods as static pods, for ``--only cluster`` (the start-up figure's run)."""
+    names = pod_names(ctx.args.pods, "s")
+    progress(f"cluster: the baseline, {len(names)} static pods")
+    agent = ctx.agent = BenchPkletd(ctx.daemon.address, ctx.args.parallelism)
+    agent.start()
+    run = run_pkletd(agent, names, ctx.daemon, ctx.args.poll_ms / 1000)
+    ctx.figures["startup_pkletd_total_s"] = run.total
+    ctx.drop_agent()
+    clean_runtime(ctx.daemon.address)
 
 
 def _registered(kube: Kube, node: str) -> bool:
@@ -117,10 +141,14 @@ def _create(kube: Kube, node: str, count: int) -> tuple[float, dict[str, float]]
     progress(f"cluster: creating {count} pods through the API")
     started = time.time()
     created: dict[str, float] = {}
-    for i in range(count):
-        name = f"api{i:03d}"
+
+    def create(name: str) -> None:
         kube.core.create_namespaced_pod("default", bench_pod(name, node))
         created[name] = time.time()
+
+    with ThreadPoolExecutor(CREATORS) as pool:
+        list(pool.map(create, [f"api{i:03d}" for i in range(count)]))
+    progress(f"cluster: {count} creates took {time.time() - started:.2f} s")
     running: dict[str, float] = {}
 
     def all_running() -> bool:
@@ -173,6 +201,7 @@ def _report(
     started: float,
     running: dict[str, float],
     steady: int,
+    timeline: dict[str, float],
 ) -> None:
     count = ctx.args.pods
     last_running = running.pop("_last")
@@ -203,8 +232,17 @@ def _report(
         f"{ratio(total, static_total):.2f}x; per pod p50 {percentile(latencies, 50):.2f} s, "
         f"p99 {percentile(latencies, 99):.2f} s"
     )
+    if timeline:
+        print(
+            "  from the first create (supervisor log): pods added "
+            f"{timeline['log_first_pod_added_s']:.2f}-{timeline['log_last_pod_added_s']:.2f} s, "
+            f"first sandbox {timeline['log_first_sandbox_started_s']:.2f} s, last container "
+            f"started {timeline['log_last_container_started_s']:.2f} s, last Running in the "
+            f"API {total:.2f} s"
+        )
     ctx.figures.update(
         {
+            **{f"cluster_{k}": v for k, v in timeline.items()},
             "cluster_requests_per_pod": per_pod,
             "cluster_requests_per_minute": per_minute,
             "cluster_requests_by_call_per_pod": {k: v / count for k, v in by_kind.items()},

@@ -36,9 +36,7 @@ def cluster(clean_runtime: PrivateContainerd, apiserver: ApiServer) -> Iterator[
         for daemon in daemons[1:]:
             daemon.start()
         for daemon, name in zip(daemons, NODES, strict=True):
-            agent = Pkletd(daemon.address, node=name).join_cluster(apiserver)
-            agent.extra_args += ["--sync-frequency", "10s"]  # mirror pods repaired sooner
-            agents.append(agent.start())
+            agents.append(Pkletd(daemon.address, node=name).join_cluster(apiserver).start())
         yield agents
     finally:
         for agent in agents:
@@ -171,7 +169,8 @@ def test_mirror_pods_follow_static_pods(cluster: list[Pkletd], kube: Kube) -> No
     assert annotations["kubernetes.io/config.mirror"] == annotations["kubernetes.io/config.hash"]
     assert [o.kind for o in found.metadata.owner_references] == ["Node"]
     kube.core.delete_namespaced_pod(mirror_name, "default", grace_period_seconds=0)
-    wait_for("the mirror pod recreated", lambda: api_pod(kube, mirror_name), timeout=30)
+    # the watch shows it deleted: made again at once, not at the next syncFrequency (1 min)
+    wait_for("the mirror pod recreated", lambda: api_pod(kube, mirror_name), timeout=15)
     agent.remove("static")
     wait_for("the mirror pod removed", lambda: mirror_name not in _names(kube), timeout=60)
 

@@ -36,6 +36,7 @@ CASES: list[tuple[m.Message, frozenset[WorkerName], str]] = [
     (m.PodsListed(PodSource.FILE, []), only(WorkerName.FILE_SOURCE), "pods_listed"),
     (m.PodsListed(PodSource.HTTP, []), only(WorkerName.HTTP_SOURCE), "pods_listed"),
     (m.PodsListed(PodSource.API, []), only(WorkerName.API_WATCHER), "pods_listed"),
+    (m.ApiPodsObserved([]), only(WorkerName.API_WATCHER), "api_pods_observed"),
     (
         m.ManifestRejected(PodSource.FILE, "/m/a.yaml", "bad"),
         only(WorkerName.FILE_SOURCE),

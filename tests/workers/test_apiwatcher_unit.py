@@ -1,4 +1,5 @@
-"""The API pod source's set: what it sends the parent, and what it keeps to itself."""
+"""The API pod source's set: what it sends the parent, and what it keeps to itself; and
+the API's view it sends for the status manager (``ApiPodsObserved``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 import pytest
 from pkletd.ipc.apiclient.reflector import Broken, Changed, Listed, Reflector, Seen
-from pkletd.ipc.bus.messages import PodsListed, Snapshot
+from pkletd.ipc.bus.messages import ApiPodsObserved, PodsListed, Snapshot
 from pkletd.ipc.bus.sender import FakeSender
 from pkletd.ipc.wakeup import Inbox
 from pkletd.workers.apiwatcher import ApiWatcher, source_view
@@ -55,6 +56,20 @@ def sets(bus: FakeSender) -> list[list[str]]:
     return [[p["metadata"]["uid"] for p in m.pods] for m in bus.sent if isinstance(m, PodsListed)]
 
 
+def source_sets(bus: FakeSender) -> list[PodsListed]:
+    return [m for m in bus.sent if isinstance(m, PodsListed)]
+
+
+def observed(bus: FakeSender) -> list[tuple[bool, list[str], list[str]]]:
+    """Each ApiPodsObserved: whole, the uids (and versions) it shows, the uids gone."""
+    return [
+        (m.whole, [f"{p['metadata']['uid']}@{p['metadata']['resourceVersion']}" for p in m.pods],
+         m.gone)
+        for m in bus.sent
+        if isinstance(m, ApiPodsObserved)
+    ]  # fmt: skip
+
+
 def test_nothing_is_sent_before_the_first_list_then_the_list_even_empty() -> None:
     worker, bus, inbox = watcher()
     assert bus.sent == []
@@ -76,7 +91,7 @@ def test_spec_metadata_and_deletion_changes_are_sent() -> None:
     deliver(worker, inbox, changed("MODIFIED", deleted))
     deliver(worker, inbox, changed("ADDED", api_pod("b")), changed("DELETED", api_pod("a")))
     assert sets(bus) == [["a"], ["a"], ["b"]]
-    assert bus.sent[1].pods[0]["metadata"]["deletionTimestamp"]  # type: ignore[union-attr]
+    assert source_sets(bus)[1].pods[0]["metadata"]["deletionTimestamp"]
 
 
 def test_mirror_pods_are_left_out() -> None:
@@ -115,3 +130,40 @@ def test_a_failing_watch_keeps_the_set_and_is_logged_once_per_error(
     deliver(worker, inbox, changed("ADDED", api_pod("b")))
     assert sets(bus) == [["a"], ["a", "b"]]
     assert any("pod watch resumed" in r.message for r in caplog.records)
+
+
+def test_the_status_manager_gets_the_whole_view_then_what_changed() -> None:
+    worker, bus, inbox = watcher()
+    mirror = api_pod("m", annotations={"kubernetes.io/config.mirror": "abc", "other": "x"})
+    deliver(worker, inbox, listed([mirror, api_pod("a")]))
+    deliver(worker, inbox, changed("MODIFIED", api_pod("a", rv="2", phase="Running")))
+    deliver(worker, inbox, changed("MODIFIED", api_pod("a", rv="3", phase="Running", x="y")))
+    deliver(worker, inbox, changed("DELETED", mirror))
+    assert observed(bus) == [
+        (True, ["m@1", "a@1"], []),
+        (False, ["a@2"], []),  # someone's status write (or the echo of ours)
+        (False, [], ["m"]),  # a label or the like: nothing the status manager compares
+    ]
+    whole = next(m for m in bus.sent if isinstance(m, ApiPodsObserved))
+    assert whole.pods[0] == {
+        "metadata": {
+            "uid": "m",
+            "namespace": "default",
+            "name": "p-m",
+            "resourceVersion": "1",
+            "annotations": {"kubernetes.io/config.mirror": "abc"},
+        },
+        "status": {"phase": "Pending", "podIP": "10.0.0.9"},
+    }
+    worker.on_snapshot(Snapshot(5, [], {}))  # the parent may have lost it: all again
+    assert observed(bus)[-1] == (True, ["a@3"], [])
+
+
+def test_the_view_goes_before_the_pods_it_belongs_to() -> None:
+    """The status manager hears the API's view of a new pod before the parent's status of
+    it, so it writes only what the API lacks."""
+    worker, bus, inbox = watcher()
+    deliver(worker, inbox, listed([]))
+    deliver(worker, inbox, changed("ADDED", api_pod("a")))
+    kinds = [m.kind for m in bus.sent]
+    assert kinds == ["ApiPodsObserved", "PodsListed", "ApiPodsObserved", "PodsListed"]

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import http.server
+import select
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 from pkletd.ipc.apimodel.podspec import parse_pod
 from pkletd.ipc.apimodel.probespec import InvalidProbe, Probe, ProbeType, parse_probes
-from pkletd.ipc.bus.messages import ProbeResult
+from pkletd.ipc.bus.messages import PodStatusUpdated, ProbeResult
+from pkletd.ipc.bus.sender import FakeSender
 from pkletd.ipc.runtime import handlers
+from pkletd.ipc.runtime.cri import ExecResult
 from pkletd.supervisor.pods.fakeruntime import FakeRuntime
 from pkletd.supervisor.pods.proberesults import ProbeResults
 from pkletd.workers.http import metrics_text
-from pkletd.workers.prober import FAILURE, SUCCESS, Metrics, Schedule
+from pkletd.workers.prober import FAILURE, SUCCESS, Metrics, Prober, Schedule
 from prometheus_client.parser import text_string_to_metric_families
 
 
@@ -210,3 +214,62 @@ def test_metrics_text_parses_with_prometheus() -> None:
         if s.name.endswith("_bucket")
     }
     assert buckets["0.005"] == 1 and buckets["0.25"] == 2 and buckets["+Inf"] == 3
+
+
+class Exec:
+    """An exec that answers ``exit_code`` at once."""
+
+    exit_code = 0
+
+    def exec_sync(self, container_id: str, command: tuple[str, ...], timeout_s: int) -> ExecResult:
+        return ExecResult(self.exit_code, b"", b"")
+
+    def close(self) -> None:
+        pass
+
+
+def probed_pod() -> dict[str, object]:
+    probe = {"exec": {"command": ["true"]}, "periodSeconds": 1, "failureThreshold": 2}
+    state = {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
+    return {
+        "metadata": {"name": "web", "namespace": "default", "uid": "uid"},
+        "spec": {"containers": [{"name": "c", "image": "i", "livenessProbe": probe}]},
+        "status": {
+            "podIP": "10.0.0.5",
+            "containerStatuses": [{"name": "c", "containerID": "containerd://cid", "state": state}],
+        },
+    }
+
+
+def run_once(prober: Prober, at: float) -> None:
+    """One turn at ``at``: the due probe is launched, its outcome taken in."""
+    prober.tick(at)
+    (fd,) = prober.fds()
+    ready, _, _ = select.select([fd], [], [], 5.0)
+    assert ready, "the probe did not finish"
+    prober.on_readable(fd)
+
+
+def test_a_run_that_changes_nothing_is_not_reported_again() -> None:
+    """The parent hears a result when it or the counts (up to the thresholds) change, or
+    after RESEND_S: not 220 messages a second for 110 pods' unchanged probes."""
+    runtime, bus = Exec(), FakeSender()
+    prober = Prober(runtime, bus)  # type: ignore[arg-type]
+    try:
+        prober.on_broadcast(PodStatusUpdated(probed_pod()))
+        start = time.monotonic()
+        for i in range(4):
+            run_once(prober, start + i)
+        runtime.exit_code = 1
+        for i in range(4, 6):
+            run_once(prober, start + i)
+        sent = [m for m in bus.sent if isinstance(m, ProbeResult)]
+        assert [(m.result, m.successes, m.failures) for m in sent] == [
+            (SUCCESS, 1, 0),  # the first run of a container
+            (SUCCESS, 0, 1),
+            (FAILURE, 0, 2),  # liveness failed: held until the container is replaced
+        ]
+        prober.tick(start + 10)
+        assert prober.tick(start + 10) >= start + 10  # nothing is due while it holds
+    finally:
+        prober.close()

@@ -7,16 +7,17 @@ The kubelet's status manager (``pkg/kubelet/status``), its mirror pod client
   ``PodStatusUpdated``) is PATCHed to ``pods/<name>/status`` (strategic merge, the UID
   as precondition: a pod recreated under the name is left alone) when it says more
   than the API pod has of ours (``podstatus.py``). A failed write is retried after 1 s
-  doubling to 30 s, and at once when the server answers again. Every
-  ``status_sync_period`` (``syncFrequency``, 1 min) one list of the node's pods
-  (``spec.nodeName``) shows which statuses someone else changed or a crash lost; a
-  (re)started worker lists first and writes only what differs.
+  doubling to 30 s, and at once when the server answers again. What the API holds
+  comes from the api-watcher's watch (``ApiPodsObserved``, handed on by the parent, the
+  whole set in each snapshot): a status someone else changed is written back when the
+  watch shows it, with no list of its own; a (re)started worker writes nothing before
+  the whole set and then only what differs.
 - **final delete**: a terminated API pod (``PodTerminated``, ``Snapshot.terminated``)
   is deleted with grace 0 and its UID as the precondition, after its last status;
   gone (404) or replaced (409) counts as done; the parent hears ``PodDeleted``.
 - **mirror pods** (``mirrors.py``) of static pods: created with the Node as owner,
   replaced when the static pod changes, recreated when someone deletes one (seen by
-  the list), deleted when the parent forgets the static pod; they carry its status.
+  the watch), deleted when the parent forgets the static pod; they carry its status.
 - **events** (``events.py``): ``EventRecorded`` posted as core/v1 Events, correlated
   (counts, aggregation, spam filter) as client-go does, queued while the server is
   down, at ``eventRecordQPS``/``eventBurst`` on a client of their own.

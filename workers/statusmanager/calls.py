@@ -29,8 +29,6 @@ STRATEGIC = "application/strategic-merge-patch+json"
 class KubeCalls(Protocol):
     """The calls, each blocking (run on a job thread, never on the worker's loop)."""
 
-    def list_node_pods(self, node_name: str) -> list[Obj]: ...
-
     def read_pod(self, namespace: str, name: str) -> Obj: ...
 
     def create_pod(self, namespace: str, pod: Obj) -> Obj: ...
@@ -62,15 +60,6 @@ class ClientCalls:
         self._client = client
         self._core = kubernetes.client.CoreV1Api(client)
         self._timeout = timeout
-
-    def list_node_pods(self, node_name: str) -> list[Obj]:
-        response = self._core.list_pod_for_all_namespaces(
-            field_selector=f"spec.nodeName={node_name}",
-            _preload_content=False,
-            _request_timeout=self._timeout,
-        )
-        items: list[Obj] = _json(response).get("items") or []
-        return items
 
     def read_pod(self, namespace: str, name: str) -> Obj:
         response = self._core.read_namespaced_pod(

@@ -21,7 +21,6 @@ class Options:
     kube_api_burst: int
     event_qps: int  # eventRecordQPS; 0: no limit
     event_burst: int
-    status_sync_period: float = 60.0  # the repair list: pkletd passes syncFrequency
     request_timeout: float = kubeapi.REQUEST_TIMEOUT_S
     retry_first: float = 1.0
     retry_max: float = 30.0
@@ -54,7 +53,6 @@ class Context:
         self.health = ApiHealth()
         self.wake = 0.0  # the loop's next wake-up, lowered by what waits for a time
         self.on_back: list[Callable[[], None]] = []  # run when the server answers again
-        self._writes = 0
 
     def due(self, retry: Retry, now: float) -> bool:
         """``retry`` allows a call now; if not, wake when it will."""
@@ -66,15 +64,6 @@ class Context:
     def retry_later(self, retry: Retry) -> None:
         options = self.options
         retry.failed(self.clock.monotonic(), options.retry_first, options.retry_max)
-
-    def wrote(self) -> int:
-        """A write ended: its number, so a list issued before it does not undo it."""
-        self._writes += 1
-        return self._writes
-
-    @property
-    def writes(self) -> int:
-        return self._writes
 
     def ok(self) -> None:
         """A call succeeded: if the server was down, everything that waits goes now."""

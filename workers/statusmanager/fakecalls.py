@@ -1,6 +1,8 @@
 """``FakeCalls``: the status manager's API in memory, for unit tests.
 
-Pods and Events by namespace/name; every call recorded as ``(verb, "namespace/name")``;
+Pods and Events by namespace/name, each write of a pod giving it a new
+``resourceVersion`` (``bump``: one more, for a test's own change); every call recorded
+as ``(verb, "namespace/name")``;
 ``fail(verb, error)`` makes every later call of that verb (``"*"``: of all) raise
 ``error()`` until ``fail(verb, None)``. A status patch checks the UID precondition
 (409) and merges conditions as the API's strategic merge does: by type, field by field
@@ -32,6 +34,7 @@ class FakeCalls(KubeCalls):  # declared, so the type checker proves it fits
         self.calls: list[tuple[str, str]] = []
         self.failing: dict[str, Callable[[], BaseException]] = {}
         self._next_uid = 0
+        self._version = 0
         self._lock = threading.Lock()
 
     def fail(self, verb: str, error: Callable[[], BaseException] | None) -> None:
@@ -54,22 +57,20 @@ class FakeCalls(KubeCalls):  # declared, so the type checker proves it fits
         self._next_uid += 1
         return f"api-uid-{self._next_uid}"
 
+    def bump(self, pod: Obj) -> None:
+        """``pod`` was written: a new resourceVersion."""
+        self._version += 1
+        pod["metadata"]["resourceVersion"] = str(self._version)
+
     def add_pod(self, pod: Obj) -> Obj:
         """A pod as the API would hold it (a UID given when it has none)."""
         pod = copy.deepcopy(pod)
         meta = pod.setdefault("metadata", {})
         meta.setdefault("uid", self._uid())
         meta.setdefault("namespace", "default")
+        self.bump(pod)
         self.pods[(meta["namespace"], meta["name"])] = pod
         return pod
-
-    def list_node_pods(self, node_name: str) -> list[Obj]:
-        self._call("list", "")
-        return [
-            copy.deepcopy(p)
-            for p in self.pods.values()
-            if p.get("spec", {}).get("nodeName") == node_name
-        ]
 
     def read_pod(self, namespace: str, name: str) -> Obj:
         self._call("read", f"{namespace}/{name}")
@@ -85,6 +86,7 @@ class FakeCalls(KubeCalls):  # declared, so the type checker proves it fits
         pod = copy.deepcopy(pod)
         pod["metadata"]["uid"] = self._uid()
         pod["metadata"]["namespace"] = namespace
+        self.bump(pod)
         self.pods[(namespace, pod["metadata"]["name"])] = pod
         return copy.deepcopy(pod)
 
@@ -106,6 +108,7 @@ class FakeCalls(KubeCalls):  # declared, so the type checker proves it fits
         order = [c.get("type") for c in patch["status"].get(ORDER) or []]
         if order:
             status["conditions"] = _ordered(status.get("conditions", []), order)
+        self.bump(pod)
         return copy.deepcopy(pod)
 
     def delete_pod(self, namespace: str, name: str, uid: str) -> None:

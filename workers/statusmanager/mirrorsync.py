@@ -1,6 +1,8 @@
 """Keeping mirror pods: one ``MirrorSlot`` per static pod's name, what the API holds there
-(from the periodic list, or the last call), and the call that brings it where it
-should be (``mirrors.action``): read, create, or delete (grace 0, UID precondition).
+(from the api-watcher's view, or the last call, whichever is newer by
+``resourceVersion``; a pod the watch saw deleted is gone), and the call that brings it
+where it should be (``mirrors.action``): create, or delete (grace 0, UID precondition);
+a slot left in doubt by a failed write is read.
 
 A slot is settled when nothing is to be done; one that no static pod wants any more is
 dropped then. The Node's UID (for the owner reference) is read once, when a mirror
@@ -35,11 +37,15 @@ class MirrorKeeper:
         context: Context,
         pod: Callable[[str], PodEntry | None],
         changed: Callable[[str], None],
+        at: Callable[[Where], Obj | None],
     ) -> None:
-        """``pod`` finds a static pod by UID; ``changed`` says its mirror changed."""
+        """``pod`` finds a static pod by UID; ``changed`` says its mirror changed; ``at``
+        is the API pod the watch last showed at a namespace/name."""
         self._context = context
         self._pod = pod
         self._changed = changed
+        self._at = at
+        self._listed = False  # the watch's whole set arrived
         self._slots: dict[Where, MirrorSlot] = {}
         self._node_uid: str | None = None
         self._node_retry = Retry()
@@ -53,6 +59,7 @@ class MirrorKeeper:
         slot = self._slots.get(entry.where)
         if slot is None:
             slot = self._slots[entry.where] = MirrorSlot(*entry.where)
+            self._look(slot)
         slot.want_uid = entry.uid
         slot.forgotten.discard(entry.static_hash)
 
@@ -86,27 +93,54 @@ class MirrorKeeper:
         """A status write found the mirror pod gone or replaced: look again."""
         slot = self._slots.get(entry.where)
         if slot is not None:
-            slot.seen, slot.touched = mirrors.UNKNOWN, self._context.wrote()
+            slot.seen = mirrors.UNKNOWN  # read, unless the watch shows a newer pod there
 
-    def listed(self, index: dict[Where, Obj], issued: int) -> None:
-        """What the list shows, where no write ended since it was issued."""
+    # --- what the watch shows ----------------------------------------------------------
+
+    def observed(self, wheres: set[Where] | None) -> None:
+        """The watch showed pods at ``wheres`` (None: the whole set)."""
+        if wheres is None:
+            self._listed = True
         for where, slot in self._slots.items():
-            if slot.touched <= issued and not self._context.api.jobs.busy(_key(where)):
-                slot.seen = mirrors.seen(index.get(where))
+            if wheres is None or where in wheres:
+                self._look(slot)
+
+    def gone(self, where: Where, uid: str) -> None:
+        """The watch saw the pod ``uid`` at ``where`` deleted."""
+        slot = self._slots.get(where)
+        if slot is None:
+            return
+        if self._context.api.jobs.busy(_key(where)):
+            slot.gone.add(uid)  # the call's end decides
+        elif slot.seen.uid == uid:
+            slot.seen = mirrors.ABSENT
+
+    def _look(self, slot: MirrorSlot) -> None:
+        """Take the watch's view at the slot if it is newer than what the slot knows."""
+        if not self._listed or self._context.api.jobs.busy(_key((slot.namespace, slot.name))):
+            return
+        api_pod = self._at((slot.namespace, slot.name))
+        if api_pod is None:
+            if not slot.version:  # never seen anything there
+                slot.seen = mirrors.ABSENT
+            return
+        version = str(api_pod["metadata"].get("resourceVersion", ""))
+        if podstatus.newer(version, slot.version):
+            slot.seen, slot.version = mirrors.seen(api_pod), version
 
     # --- calls -------------------------------------------------------------------------
 
-    def sync(self, now: float, list_pending: bool) -> None:
-        """Start the calls that are due; a slot in doubt waits for a pending list."""
+    def sync(self, now: float, unlisted: bool) -> None:
+        """Start the calls that are due; nothing before the watch's whole set."""
         for slot in list(self._slots.values()):
-            self._sync_slot(slot, now, list_pending)
+            self._sync_slot(slot, now, unlisted)
         self._sync_node(now)
 
     def _want_hash(self, slot: MirrorSlot) -> str | None:
         entry = self._pod(slot.want_uid) if slot.want_uid else None
         return entry.static_hash if entry is not None else None
 
-    def _sync_slot(self, slot: MirrorSlot, now: float, list_pending: bool) -> None:
+    def _sync_slot(self, slot: MirrorSlot, now: float, unlisted: bool) -> None:
         where = (slot.namespace, slot.name)
         if self._context.api.jobs.busy(_key(where)):
             return
@@ -115,7 +149,7 @@ class MirrorKeeper:
         if act is Action.NONE:
             self._settled(slot, want)
             return
-        if act is Action.READ and list_pending:
+        if unlisted:
             return
         if act is Action.CREATE and self._node_uid is None:
             return  # the Node's UID first (_sync_node)
@@ -152,12 +186,15 @@ class MirrorKeeper:
             slot = self._slots.get(where)
             if slot is None:
                 return
-            slot.touched = self._context.wrote()
             before = slot.seen
             if isinstance(outcome, Exception):
                 self._failed(slot, act, outcome)
             else:
                 self._succeeded(slot, act, outcome)
+            if slot.seen.uid in slot.gone:  # deleted while the call ran
+                slot.seen = mirrors.ABSENT
+            slot.gone.clear()
+            self._look(slot)
             if before.kind is SeenKind.MIRROR and slot.seen.kind is SeenKind.ABSENT:
                 slot.forgotten.discard(before.hash)
             if slot.want_uid:
@@ -170,6 +207,9 @@ class MirrorKeeper:
         slot.retry.succeeded()
         before, where = slot.seen, f"{slot.namespace}/{slot.name}"
         slot.seen = mirrors.ABSENT if act is Action.DELETE else mirrors.seen(outcome)
+        version = (outcome or {}).get("metadata", {}).get("resourceVersion")
+        if act is not Action.DELETE and version:
+            slot.version = str(version)
         if act is Action.CREATE:
             log.info("created mirror pod pod=%s uid=%s", where, slot.seen.uid)
         elif act is Action.DELETE:

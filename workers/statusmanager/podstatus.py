@@ -135,3 +135,15 @@ def status_covers(have: Obj | None, want: Obj) -> bool:
         elif not covers(have.get(key), value):
             return False
     return True
+
+
+def newer(version: str, than: str) -> bool:
+    """``version`` is a newer resourceVersion of an object than ``than`` ("": none yet).
+    The API calls them opaque; every server (etcd's revisions, the test server) makes
+    them integers that grow, so digits are compared as numbers, anything else by
+    inequality (a different one is taken as newer)."""
+    if not than:
+        return True
+    if version.isdigit() and than.isdigit():
+        return int(version) > int(than)
+    return version != than

@@ -21,14 +21,15 @@ class PodEntry:
     name: str
     pod: Obj  # as the parent sent it: metadata, spec, status
     static_hash: str | None  # None for an API pod
-    written: Obj | None = None  # what the API has of ours (written, or seen in a list)...
+    written: Obj | None = None  # what the API has of ours (written, or seen watched)...
     written_uid: str = ""  # ...in the API pod with this UID
+    seen_uid: str = ""  # the API pod last compared (written or watched)...
+    seen_version: str = ""  # ...at this resourceVersion: an older view changes nothing
     scheduled: bool = True  # the API pod has PodScheduled: ours is not sent
     skipped: bool = False  # the API pod of this name has another UID: left alone
     refused: Obj | None = None  # a status the API refused (403, 422...): not sent again
     forgotten: bool = False  # the parent let it go: kept until its last status is written
     retry: Retry = field(default_factory=Retry)
-    touched: int = 0  # when a write about it last ended (the worker's write counter)
 
     @classmethod
     def of(cls, pod: Obj) -> PodEntry:
@@ -57,7 +58,8 @@ class MirrorSlot:
     forgotten: set[str] = field(default_factory=set)  # hashes of static pods let go
     warned_other: bool = False
     retry: Retry = field(default_factory=Retry)
-    touched: int = 0
+    version: str = ""  # the resourceVersion of what ``seen`` shows ("" never seen)
+    gone: set[str] = field(default_factory=set)  # UIDs the watch saw deleted during a call
 
 
 @dataclass(slots=True)

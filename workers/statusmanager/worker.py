@@ -2,8 +2,11 @@
 
 Every call runs on a job thread (``jobs.py``) and its outcome comes back to the loop,
 which alone holds the state (``state.py``); at most one call per object is in flight.
-``tick`` starts what is due: the periodic list, mirror pod fixes (``mirrorsync.py``),
-status patches, final deletes, and events (``eventsink.py``).
+``tick`` starts what is due: mirror pod fixes (``mirrorsync.py``), status patches, final
+deletes, and events (``eventsink.py``). What the API holds comes from the api-watcher's
+watch (``ApiPodsObserved``, handed on by the parent, the whole set in each snapshot):
+nothing is written before the first whole set, and each newer view of a pod (by
+``resourceVersion``) is compared with what is wanted.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pkletd.ipc.apiclient.jobs import ThreadJobs
 from pkletd.ipc.apiclient.retry import transient
 from pkletd.ipc.apimodel.podspec import PodUID
 from pkletd.ipc.bus.messages import (
+    ApiPodsObserved,
     EventRecorded,
     Message,
     PodDeleted,
@@ -39,7 +43,8 @@ from pkletd.workers.statusmanager.state import FinalDelete, PodEntry
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
-LIST = "list"
+Where = tuple[str, str]
+IDLE_WAKE_S = 60.0  # the loop's longest sleep when nothing waits for a time
 GONE, CONFLICT = 404, 409
 UNLIMITED_QPS = 1_000_000_000
 
@@ -58,15 +63,18 @@ class StatusManager:
         self._pods: dict[str, PodEntry] = {}
         self._check: set[str] = set()  # pods whose status may need a write
         self._deletes: dict[str, FinalDelete] = {}
-        self._mirrors = MirrorKeeper(context, self._pods.get, self._check.add)
+        self._api: dict[str, Obj] = {}  # uid -> the API pod as observed (ApiPodsObserved)
+        self._names: dict[Where, str] = {}  # namespace/name -> the uid observed there
+        self._listed = False  # the API's whole set arrived: statuses may be written
+        self._mirrors = MirrorKeeper(context, self._pods.get, self._check.add, self._at)
         self._events = EventSink(context)
-        self._synced = False  # the first list came back (or failed)
-        self._next_list = 0.0
         context.on_back.append(self._retry_now)
 
     # --- the Worker protocol -------------------------------------------------------
 
     def on_snapshot(self, snapshot: Snapshot) -> None:
+        if snapshot.api_listed:
+            self._observed(ApiPodsObserved(snapshot.api_pods, whole=True))
         present = {_uid_of(p) for p in snapshot.pods}
         for uid in [uid for uid in self._pods if uid not in present]:
             self._forget(uid)
@@ -77,10 +85,11 @@ class StatusManager:
                 self._terminated(str(item["uid"]), str(item["namespace"]), str(item["name"]))
             except (KeyError, TypeError) as exc:
                 log.error("dropped terminated pod without identity error=%s", exc)
-        self._next_list = 0.0  # compare with the API at once
 
     def on_broadcast(self, message: Message) -> None:
-        if isinstance(message, PodStatusUpdated):
+        if isinstance(message, ApiPodsObserved):
+            self._observed(message)
+        elif isinstance(message, PodStatusUpdated):
             self._update(message.pod)
         elif isinstance(message, PodForgotten):
             self._forget(message.uid)
@@ -97,10 +106,8 @@ class StatusManager:
         self._context.api.event_jobs.deliver()
 
     def tick(self, now: float) -> float:
-        self._context.wake = now + self._context.options.status_sync_period
-        self._sync_list(now)
-        list_pending = not self._synced or self._context.api.jobs.busy(LIST)
-        self._mirrors.sync(now, list_pending)
+        self._context.wake = now + IDLE_WAKE_S
+        self._mirrors.sync(now, not self._listed)
         for uid in list(self._check):
             entry = self._pods.get(uid)
             if entry is None or not self._sync_status(entry, now):
@@ -126,6 +133,7 @@ class StatusManager:
         self._check.add(entry.uid)
         if entry.static_hash is not None:
             self._mirrors.want(entry)
+        self._compare(entry)
 
     def _forget(self, uid: str) -> None:
         entry = self._pods.get(uid)
@@ -149,44 +157,52 @@ class StatusManager:
             self._check.add(entry.uid)
         for final in self._deletes.values():
             final.retry.now()
-        self._next_list = 0.0
 
-    # --- the periodic list ----------------------------------------------------------------
+    # --- what the API holds -------------------------------------------------------------
 
-    def _sync_list(self, now: float) -> None:
-        jobs = self._context.api.jobs
-        if jobs.busy(LIST):
-            return
-        if now < self._next_list:
-            self._context.wake = min(self._context.wake, self._next_list)
-            return
-        self._next_list = now + self._context.options.status_sync_period
-        issued, calls, node = self._context.writes, self._context.api.calls, self._context.node
-        jobs.submit(LIST, lambda: calls.list_node_pods(node), lambda out: self._listed(issued, out))
+    def _at(self, where: Where) -> Obj | None:
+        """The API pod observed at namespace/name (None: none, or not listed yet)."""
+        uid = self._names.get(where)
+        return None if uid is None else self._api.get(uid)
 
-    def _listed(self, issued: int, outcome: list[Obj] | Exception) -> None:
-        if not self._synced:
-            self._synced = True
+    def _observed(self, message: ApiPodsObserved) -> None:
+        first = message.whole and not self._listed
+        gone = list(message.gone)
+        if message.whole:  # what it no longer has is gone (deleted while nobody watched)
+            present = {(p.get("metadata") or {}).get("uid") for p in message.pods}
+            gone = [uid for uid in self._api if uid not in present]
+        touched: set[Where] = set()
+        for uid in gone:
+            pod = self._api.pop(uid, None)
+            if pod is not None:
+                where = _where(pod)
+                if self._names.get(where) == uid:
+                    del self._names[where]
+                self._mirrors.gone(where, uid)
+        if message.whole:
+            self._api, self._names, self._listed = {}, {}, True
+        for pod in message.pods:
+            key, where = (pod.get("metadata") or {}).get("uid"), _where(pod)
+            if isinstance(key, str) and key:
+                self._api[key], self._names[where] = pod, key
+                touched.add(where)
+        self._mirrors.observed(None if message.whole else touched)
+        if first:
             self._check.update(self._pods)
-        if isinstance(outcome, Exception):
-            self._context.failed("list pods", outcome)
-            return
-        self._context.ok()
-        index = {}
-        for pod in outcome:
-            meta = pod.get("metadata") or {}
-            index[(meta.get("namespace", ""), meta.get("name", ""))] = pod
-        self._mirrors.listed(index, issued)
-        jobs = self._context.api.jobs
         for entry in self._pods.values():
-            if entry.touched <= issued and not jobs.busy(_key(entry.uid)):
-                self._compare(entry, index.get(entry.where))
+            if message.whole or entry.where in touched:
+                self._compare(entry)
 
-    def _compare(self, entry: PodEntry, api_pod: Obj | None) -> None:
-        """Take what the API pod's status has of ours as what is written."""
+    def _compare(self, entry: PodEntry) -> None:
+        """Take what a newer view of the API pod has of ours as what is written."""
         target = self._target(entry)
-        if target is None or api_pod is None or api_pod["metadata"].get("uid") != target:
-            return
+        api_pod = None if target is None else self._api.get(target)
+        if target is None or api_pod is None or self._context.api.jobs.busy(_key(entry.uid)):
+            return  # a call's end compares again
+        version = str(api_pod["metadata"].get("resourceVersion", ""))
+        if entry.seen_uid == target and not podstatus.newer(version, entry.seen_version):
+            return  # this one, or a newer one, is known already
+        entry.seen_uid, entry.seen_version = target, version
         status = api_pod.get("status") or {}
         if entry.static_hash is None:
             entry.scheduled = podstatus.has_scheduled(status)
@@ -232,7 +248,7 @@ class StatusManager:
             if entry.forgotten:
                 del self._pods[entry.uid]
             return False
-        if not self._synced or not self._context.due(entry.retry, now):
+        if not self._listed or not self._context.due(entry.retry, now):
             return True
         target, wanted = self._target(entry), self._wanted(entry)
         assert target is not None  # dirty
@@ -249,19 +265,23 @@ class StatusManager:
         entry = self._pods.get(uid)
         if entry is None:
             return
-        entry.touched = self._context.wrote()
         self._check.add(uid)
         if isinstance(outcome, Exception):
             self._status_failed(entry, target, wanted, outcome)
+            self._compare(entry)
             return
         self._context.ok()
         entry.retry.succeeded()
         entry.written, entry.written_uid, entry.refused = wanted, target, None
         status = outcome.get("status") or {}
+        version = (outcome.get("metadata") or {}).get("resourceVersion")
+        if version:
+            entry.seen_uid, entry.seen_version = target, str(version)
         if entry.static_hash is None:
             entry.scheduled = podstatus.has_scheduled(status)
         else:
             self._mirrors.status_written(entry, target, status)
+        self._compare(entry)  # a newer view that came meanwhile
 
     def _status_failed(self, entry: PodEntry, target: str, wanted: Obj, exc: Exception) -> None:
         code = kubeapi.status_of(exc)
@@ -327,6 +347,11 @@ class StatusManager:
 
 def _uid_of(pod: Any) -> Any:
     return (pod.get("metadata") or {}).get("uid") if isinstance(pod, dict) else None
+
+
+def _where(pod: Obj) -> Where:
+    meta = pod.get("metadata") or {}
+    return str(meta.get("namespace") or "default"), str(meta.get("name", ""))
 
 
 def _key(uid: str) -> tuple[str, str]:

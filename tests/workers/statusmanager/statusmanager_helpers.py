@@ -1,14 +1,18 @@
 """Builders shared by the status manager's tests: pods as the parent reports them, events,
 a bus that records what the worker sends, and a rig that steps the worker on a fake
-clock with its calls run inline."""
+clock with its calls run inline and the API's pods watched as the api-watcher watches
+them."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from pkletd.ipc.apiclient.jobs import InlineJobs
+from pkletd.ipc.bus.messages import ApiPodsObserved
 from pkletd.ipc.bus.sender import FakeSender
 from pkletd.ipc.clock import FakeClock
+from pkletd.workers.apiwatcher import api_view
 from pkletd.workers.statusmanager import Options, StatusManager
 from pkletd.workers.statusmanager.context import ApiAccess
 from pkletd.workers.statusmanager.fakecalls import FakeCalls
@@ -135,9 +139,13 @@ def event(
 
 
 class Rig:
-    """A status manager on FakeCalls, its calls run inline, stepped on a fake clock."""
+    """A status manager on FakeCalls, its calls run inline, stepped on a fake clock.
+    ``settle`` hands it what the api-watcher's watch would (``watch``) unless ``watched``
+    is False."""
 
-    def __init__(self, calls: FakeCalls | None = None, **options: Any) -> None:
+    def __init__(
+        self, calls: FakeCalls | None = None, watched: bool = True, **options: Any
+    ) -> None:
         self.calls = calls or FakeCalls()
         self.bus = FakeSender()
         self.clock = FakeClock(mono=1000.0, wall=T0 + 1000.0)
@@ -146,10 +154,43 @@ class Rig:
         api = ApiAccess(self.calls, self.calls, self.jobs, self.event_jobs)
         self.worker = StatusManager(self.bus, api, NODE, settings, self.clock)
         self.next_due = self.clock.mono
+        self.watched = watched
+        self._told: dict[str, Obj] | None = None  # uid -> the view last handed over
+
+    def views(self) -> list[Obj]:
+        """The api-watcher's views of the pods bound to the node; a pod a test changed by
+        hand gets a new resourceVersion, as any write does."""
+        found = []
+        for pod in self.calls.pods.values():
+            if pod.get("spec", {}).get("nodeName") != NODE:
+                continue
+            view = copy.deepcopy(api_view(pod))  # as the JSON of a watch event: not shared
+            told = (self._told or {}).get(pod["metadata"]["uid"])
+            if told is not None and told != view:
+                if told["metadata"].get("resourceVersion") == pod["metadata"]["resourceVersion"]:
+                    self.calls.bump(pod)
+                    view = copy.deepcopy(api_view(pod))
+            found.append(view)
+        return found
+
+    def watch(self) -> None:
+        """Hand the worker what the watch shows: the whole set first, then changes."""
+        views = {v["metadata"]["uid"]: v for v in self.views()}
+        if self._told is None:
+            self.worker.on_broadcast(ApiPodsObserved(list(views.values()), whole=True))
+        else:
+            told = self._told
+            changed = [v for uid, v in views.items() if told.get(uid) != v]
+            gone = [uid for uid in told if uid not in views]
+            if changed or gone:
+                self.worker.on_broadcast(ApiPodsObserved(changed, gone))
+        self._told = views
 
     def settle(self) -> None:
         """Tick and hand back outcomes until the worker starts nothing more."""
         for _ in range(100):
+            if self.watched:
+                self.watch()
             self.next_due = self.worker.tick(self.clock.mono)
             if not self.jobs.pending() and not self.event_jobs.pending():
                 return

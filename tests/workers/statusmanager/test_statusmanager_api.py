@@ -1,7 +1,8 @@
 """The status manager against the local HTTPS API server (``tests/harness/apiserver``):
 the worker object on its real client and job threads, driven as its lifecycle loop
-drives it, checked with what a user sees (``kubectl``, the official client) and the
-server's request log."""
+drives it, with a real api-watcher whose views of the API (``ApiPodsObserved``) are
+handed on as the parent hands them; checked with what a user sees (``kubectl``, the
+official client) and the server's request log."""
 
 from __future__ import annotations
 
@@ -13,11 +14,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import kubernetes.client
 import pytest
 import yaml
 from pkletd.ipc.apiclient import kubeapi
 from pkletd.ipc.apiclient.jobs import ThreadJobs
+from pkletd.ipc.apiclient.reflector import Reflector, Seen
 from pkletd.ipc.bus.messages import (
+    ApiPodsObserved,
     EventRecorded,
     PodDeleted,
     PodForgotten,
@@ -26,6 +30,8 @@ from pkletd.ipc.bus.messages import (
     Snapshot,
 )
 from pkletd.ipc.bus.sender import FakeSender
+from pkletd.ipc.wakeup import Inbox
+from pkletd.workers.apiwatcher import ApiWatcher
 from pkletd.workers.statusmanager import Options, StatusManager
 from pkletd.workers.statusmanager.calls import ClientCalls
 from pkletd.workers.statusmanager.context import ApiAccess
@@ -42,14 +48,13 @@ from tests.workers.statusmanager.statusmanager_helpers import (
 )
 
 NODE_USER = f"system:node:{NODE}"
-PERIOD = 0.3  # the status sync period, shortened
+PERIOD = 0.3  # a while for something (not) to happen
 TIMEOUT = 0.5  # each call's
 OPTIONS = Options(
     50,
     100,
     50,
     100,
-    status_sync_period=PERIOD,
     retry_first=0.05,
     retry_max=0.2,
     request_timeout=TIMEOUT,
@@ -58,12 +63,39 @@ OPTIONS = Options(
 Obj = dict[str, Any]
 
 
+class Watcher:
+    """The api-watcher worker on its real reflector; what it sends the parent is taken
+    by ``relay``, which hands its ``ApiPodsObserved`` on as the parent broadcasts them."""
+
+    def __init__(self, kubeconfig: str) -> None:
+        self.client = client = kubeapi.connect(kubeconfig, 50, 100)
+        self.inbox: Inbox[Seen] = Inbox()
+        pods = kubernetes.client.CoreV1Api(client).list_pod_for_all_namespaces
+        self.reflector = Reflector("api", pods, self.inbox, f"spec.nodeName={NODE}")
+        self.bus = FakeSender()
+        self.worker = ApiWatcher(self.bus, self.reflector, self.inbox)
+        self.reflector.start()
+
+    def relay(self, to: StatusManager) -> None:
+        self.worker.on_readable(self.inbox.fileno())
+        for message in self.bus.take():
+            if isinstance(message, ApiPodsObserved):
+                to.on_broadcast(message)
+
+    def close(self) -> None:
+        self.worker.close()
+        self.client.close()
+
+
 class Agent:
     """A status manager as its process would run it: the loop's tick, the job threads'
-    outcomes through their fds. ``run_until`` turns the loop until a condition holds."""
+    outcomes through their fds, and the api-watcher's views as the parent relays them.
+    ``run_until`` turns the loop until a condition holds."""
 
     def __init__(self, server: ApiServer, kubeconfig: Path | None = None) -> None:
-        path = str(kubeconfig or server.kubeconfig(user=NODE_USER, groups=["system:nodes"]))
+        node = str(server.kubeconfig(user=NODE_USER, groups=["system:nodes"]))
+        path = str(kubeconfig) if kubeconfig else node
+        self.watcher = Watcher(node)
         timeout = OPTIONS.request_timeout
         api = ApiAccess(
             ClientCalls(kubeapi.connect(path, 50, 100), timeout),
@@ -83,10 +115,14 @@ class Agent:
             due = self.worker.tick(start)
             ticked = time.monotonic()
             wait = max(0.0, min(due - ticked, 0.02))
-            ready, _, _ = select.select(list(self.worker.fds()), [], [], wait)
+            watched = self.watcher.inbox.fileno()
+            ready, _, _ = select.select([*self.worker.fds(), watched], [], [], wait)
             woke = time.monotonic()
             for fd in ready:
-                self.worker.on_readable(fd)
+                if fd == watched:
+                    self.watcher.relay(self.worker)
+                else:
+                    self.worker.on_readable(fd)
             busy = (ticked - start) + (time.monotonic() - woke)
             self.longest_turn = max(self.longest_turn, busy)
             self.turns += 1
@@ -101,6 +137,7 @@ class Agent:
         self.run_until(lambda: time.monotonic() >= end, "time", timeout=seconds + 1)
 
     def close(self) -> None:
+        self.watcher.close()
         self.worker.close()
 
 
@@ -169,7 +206,7 @@ def test_status_reaches_the_api_once_and_keeps_what_others_wrote(
     assert found["example.com/ready"]["status"] == "True"  # a readiness gate's, not ours
     assert found["Ready"]["status"] == "True"
     agent.worker.on_broadcast(PodStatusUpdated(reported(pod)))  # the same again
-    agent.run_for(3 * PERIOD)  # and three periodic lists
+    agent.run_for(3 * PERIOD)  # and the watch's echo of the write
     assert patches(server) == 1
     agent.worker.on_broadcast(PodStatusUpdated(reported(pod, ready=False)))
     agent.run_until(lambda: conditions(read(kube, "web"))["Ready"]["status"] == "False", "Ready")
@@ -192,7 +229,7 @@ def test_a_pod_recreated_under_its_name_is_not_overwritten(
     assert patches(server) == 1
 
 
-def test_someone_elses_write_is_undone_at_the_next_list(
+def test_someone_elses_write_is_undone_from_the_watch_without_a_list(
     server: ApiServer, kube: Kube, agent: Agent
 ) -> None:
     pod = create_pod(kube)
@@ -201,6 +238,8 @@ def test_someone_elses_write_is_undone_at_the_next_list(
     kube.core.patch_namespaced_pod_status("web", "default", {"status": {"phase": "Unknown"}})
     agent.run_until(lambda: read(kube, "web")["status"]["phase"] == "Running", "the repair")
     assert patches(server) == 2
+    mine = server.requests(user=NODE_USER, resource="pods")
+    assert [r.verb for r in mine if r.verb not in ("WATCH", "PATCH")] == ["LIST"]  # the watch's
 
 
 def test_statuses_catch_up_when_the_server_is_back(
@@ -208,7 +247,8 @@ def test_statuses_catch_up_when_the_server_is_back(
 ) -> None:
     pods = [create_pod(kube, f"p{i}") for i in range(3)]
     agent.worker.on_snapshot(Snapshot(0, [], {}))
-    agent.run_until(lambda: server.request_count(user=NODE_USER, verb="LIST"), "the first list")
+    agent.run_until(lambda: server.request_count(user=NODE_USER, verb="LIST"), "the watch's list")
+    agent.run_for(PERIOD)
     server.stop()
     for pod in pods:
         agent.worker.on_broadcast(PodStatusUpdated(reported(pod)))

@@ -70,7 +70,7 @@ def test_a_ready_that_turns_true_keeps_no_old_reason(rig: Rig) -> None:
         assert "reason" not in ready and "message" not in ready, ready
 
 
-def test_a_stale_reason_found_in_a_list_is_written_away(rig: Rig) -> None:
+def test_a_stale_reason_the_watch_shows_is_written_away(rig: Rig) -> None:
     stale = scheduled(api_pod())
     stale["status"]["conditions"].append(condition("Ready") | UNREADY)  # an older writer's
     pod = rig.calls.add_pod(stale)
@@ -79,7 +79,7 @@ def test_a_stale_reason_found_in_a_list_is_written_away(rig: Rig) -> None:
     assert rig.calls.count("patch") == 1
     assert "reason" not in by_type(api_conditions(rig), "Ready")
     rig.advance(10.0)
-    assert rig.calls.count("patch") == 1  # written once: the next list finds it as it is
+    assert rig.calls.count("patch") == 1  # written once: the watch shows it as it is
 
 
 def test_conditions_read_in_the_kubelets_order_with_others_kept_first(rig: Rig) -> None:

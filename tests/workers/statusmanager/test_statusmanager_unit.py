@@ -11,6 +11,7 @@ import pytest
 import urllib3
 from kubernetes.client.exceptions import ApiException
 from pkletd.ipc.bus.messages import (
+    ApiPodsObserved,
     EventRecorded,
     PodDeleted,
     PodForgotten,
@@ -18,6 +19,7 @@ from pkletd.ipc.bus.messages import (
     PodTerminated,
     Snapshot,
 )
+from pkletd.workers.apiwatcher import api_view
 from pkletd.workers.statusmanager import mirrors, podstatus
 from pkletd.workers.statusmanager.events import (
     COMBINED,
@@ -51,7 +53,7 @@ def unreachable() -> Exception:
 
 @pytest.fixture
 def rig() -> Iterator[Rig]:
-    made = Rig(status_sync_period=10.0)
+    made = Rig()
     yield made
     made.close()
 
@@ -261,15 +263,14 @@ def test_a_status_is_written_once_and_not_again_while_unchanged(rig: Rig) -> Non
     assert times["Ready"] == STAMP
     rig.worker.on_broadcast(PodStatusUpdated(reported(pod)))
     for _ in range(3):
-        rig.advance(10.0)  # periodic lists find the API as written
+        rig.advance(10.0)  # the watch shows the API as written
     assert rig.calls.count("patch") == 1
-    assert rig.calls.count("list") == 4
     rig.worker.on_broadcast(PodStatusUpdated(reported(pod, ready=False)))
     rig.settle()
     assert rig.calls.count("patch") == 2
 
 
-def test_a_restarted_worker_lists_first_and_writes_only_what_differs() -> None:
+def test_a_restarted_worker_compares_with_the_snapshot_and_writes_only_what_differs() -> None:
     first = Rig()
     calls = first.calls
     pods = [calls.add_pod(api_pod(f"p{i}")) for i in range(3)]
@@ -278,19 +279,60 @@ def test_a_restarted_worker_lists_first_and_writes_only_what_differs() -> None:
     assert calls.count("patch") == 3
     first.close()
     calls.pods[("default", "p1")]["status"]["phase"] = "Pending"  # someone else wrote
-    again = Rig(calls)
-    again.worker.on_snapshot(Snapshot(7, [reported(p) for p in pods], {}))
+    calls.bump(calls.pods[("default", "p1")])
+    again = Rig(calls, watched=False)  # no watch: what the parent's snapshot says
+    held = [api_view(p) for p in calls.pods.values()]
+    again.worker.on_snapshot(Snapshot(7, [reported(p) for p in pods], {}, api_pods=held))
     again.settle()
-    assert calls.calls[-2:] == [("list", ""), ("patch", "default/p1")]
+    assert calls.count("patch") == 3  # the API's set not listed yet: nothing written
+    again.worker.on_snapshot(
+        Snapshot(8, [reported(p) for p in pods], {}, api_pods=held, api_listed=True)
+    )
+    again.settle()
+    assert calls.calls[-1] == ("patch", "default/p1")
+    assert calls.count("patch") == 4
     assert calls.pods[("default", "p1")]["status"]["phase"] == "Running"
     again.close()
+
+
+def test_a_status_changed_behind_our_back_is_repaired_without_a_list(rig: Rig) -> None:
+    pod = rig.calls.add_pod(scheduled(api_pod()))
+    rig.worker.on_snapshot(Snapshot(0, [reported(pod)], {}))
+    rig.settle()
+    assert rig.calls.count("patch") == 1
+    api_status = rig.calls.pods[("default", "web")]["status"]
+    api_status["phase"] = "Unknown"  # another client's write, seen by the watch
+    api_status["conditions"] = [c for c in api_status["conditions"] if c["type"] != "Ready"]
+    rig.settle()
+    repaired = rig.calls.pods[("default", "web")]["status"]
+    assert repaired["phase"] == "Running"
+    assert "Ready" in [c["type"] for c in repaired["conditions"]]
+    assert [v for v, _ in rig.calls.calls] == ["patch", "patch"]  # no list, no read
+
+
+def test_an_old_view_arriving_late_changes_nothing(rig: Rig) -> None:
+    """The watch's echo of a write may come after a newer write of ours: by its
+    resourceVersion it is older than what the worker knows, and nothing is written."""
+    pod = rig.calls.add_pod(scheduled(api_pod()))
+    rig.worker.on_snapshot(Snapshot(0, [], {}))
+    rig.settle()
+    rig.watched = False
+    rig.worker.on_broadcast(PodStatusUpdated(reported(pod, ready=False)))
+    rig.settle()
+    echo = api_view(rig.calls.pods[("default", "web")])
+    rig.worker.on_broadcast(PodStatusUpdated(reported(pod)))
+    rig.settle()
+    assert rig.calls.count("patch") == 2
+    rig.worker.on_broadcast(ApiPodsObserved([echo]))  # says Ready False: older
+    rig.settle()
+    assert rig.calls.count("patch") == 2
 
 
 def test_a_pod_bound_without_the_scheduler_gets_the_kubelets_pod_scheduled(rig: Rig) -> None:
     pod = rig.calls.add_pod(api_pod())  # created with nodeName: no PodScheduled
     rig.worker.on_snapshot(Snapshot(0, [reported(pod)], {}))
     rig.settle()
-    assert rig.calls.count("patch") == 1  # the first list showed it missing
+    assert rig.calls.count("patch") == 1  # the watch showed it missing
     kinds = [c["type"] for c in rig.calls.pods[("default", "web")]["status"]["conditions"]]
     assert "PodScheduled" in kinds
     rig.advance(10.0)
@@ -337,12 +379,11 @@ def test_failed_writes_back_off_and_all_go_when_the_server_answers(
     rig.calls.fail("*", None)
     patches = rig.calls.count("patch")
     rig.clock.step_to(rig.next_due)
-    assert rig.clock.mono - start == 70  # the periodic list, long before the next retry
+    assert rig.clock.mono - start == 91  # the next retry
     rig.settle()
     assert rig.calls.count("patch") == patches + 2
     assert all(p["status"]["phase"] == "Running" for p in rig.calls.pods.values())
     assert caplog.text.count("API call failed call=patch pod status") == 1
-    assert caplog.text.count("API call failed call=list pods") == 1
     assert caplog.text.count("API server reachable again") == 1
 
 
@@ -423,21 +464,49 @@ def test_a_pod_that_is_no_mirror_is_left_alone(rig: Rig, caplog: pytest.LogCaptu
     rig.worker.on_snapshot(Snapshot(0, [static_pod()], {}))
     for _ in range(3):
         rig.advance(10.0)
-    verbs = {v for v, _ in rig.calls.calls}
-    assert verbs == {"list"}
+    assert rig.calls.calls == []
     assert caplog.text.count("not a mirror pod") == 1
 
 
 def test_a_static_pod_after_the_first_list_gets_its_mirror_at_once(rig: Rig) -> None:
-    """Its slot is in doubt, so it is read; the node may read only pods bound to it, and
-    a pod that does not exist is 403 to it, never 404: no pod of ours. Found by the soak:
-    the mirror pod (and its status) waited for the next list, a minute by default."""
+    """The watch shows no pod at its name: created at once. Found by the soak: the mirror
+    pod (and its status) waited for the next periodic list, a minute by default."""
     rig.worker.on_snapshot(Snapshot(0, [], {}))
     rig.settle()
     rig.worker.on_broadcast(PodStatusUpdated(static_pod()))
     rig.settle()
     assert ("kube-system", f"etcd-{NODE}") in rig.calls.pods
-    assert [v for v, _ in rig.calls.calls] == ["list", "read", "read-node", "create", "patch"]
+    assert [v for v, _ in rig.calls.calls] == ["read-node", "create", "patch"]
+
+
+def test_a_mirror_pod_in_doubt_is_read(rig: Rig) -> None:
+    """A status write finds the mirror pod gone before the watch says so: it is read (the
+    node may read only pods bound to it, and a pod that does not exist is 403 to it,
+    never 404: no pod of ours), then made again."""
+    rig.worker.on_snapshot(Snapshot(0, [static_pod()], {}))
+    rig.settle()
+    rig.watched = False
+    del rig.calls.pods[("kube-system", f"etcd-{NODE}")]  # the watch has not told yet
+    rig.worker.on_broadcast(PodStatusUpdated(static_pod(name="etcd")))
+    changed = static_pod()
+    changed["status"]["phase"] = "Pending"
+    rig.worker.on_broadcast(PodStatusUpdated(changed))
+    rig.settle()
+    verbs = [v for v, _ in rig.calls.calls]
+    assert verbs[-4:] == ["patch", "read", "create", "patch"]
+    assert rig.calls.pods[("kube-system", f"etcd-{NODE}")]["status"]["phase"] == "Pending"
+
+
+def test_a_deleted_mirror_pod_is_made_again_at_once(rig: Rig) -> None:
+    """The watch shows the mirror pod deleted: it is recreated, with no list or read."""
+    rig.worker.on_snapshot(Snapshot(0, [static_pod()], {}))
+    rig.settle()
+    first = rig.calls.pods.pop(("kube-system", f"etcd-{NODE}"))
+    rig.settle()
+    again = rig.calls.pods[("kube-system", f"etcd-{NODE}")]
+    assert again["metadata"]["uid"] != first["metadata"]["uid"]
+    assert again["status"]["phase"] == "Running"
+    assert [v for v, _ in rig.calls.calls] == ["read-node", "create", "patch", "create", "patch"]
 
 
 def test_a_name_held_by_a_pod_bound_elsewhere_is_tried_less_and_less_often(rig: Rig) -> None:
@@ -491,3 +560,16 @@ def test_bad_input_is_dropped_and_the_rest_goes_on(rig: Rig) -> None:
     rig.worker.on_broadcast(PodStatusUpdated(reported(pod)))
     rig.settle()
     assert rig.calls.pods[("default", "web")]["status"]["phase"] == "Running"
+
+
+def test_a_mirror_pod_missing_from_a_new_whole_set_is_made_again(rig: Rig) -> None:
+    """Deleted while no one watched (the api-watcher restarted): the next whole set,
+    which lacks it, is enough."""
+    rig.worker.on_snapshot(Snapshot(0, [static_pod()], {}))
+    rig.settle()
+    rig.watched = False
+    rig.calls.pods.pop(("kube-system", f"etcd-{NODE}"))
+    rig.worker.on_broadcast(ApiPodsObserved([], whole=True))
+    rig.settle()
+    assert ("kube-system", f"etcd-{NODE}") in rig.calls.pods
+    assert [v for v, _ in rig.calls.calls][-2:] == ["create", "patch"]
