@@ -16,7 +16,8 @@ that pkletd with its pods running:
 * the total PSS of pkletd's processes, and each one's (``memory``);
 * each pkletd process's own CPU (utime + stime) over ``--scale-window`` (20 s) in which
   nothing is asked of pkletd, in % of one core; the machine's CPU beside it (``CpuMeter``);
-* what the machine has left: MemAvailable, tasks (threads) against ``pid_max``, and
+* what the runtime holds (containerd, its shims and all under them: PSS and threads),
+  and what the machine has left: MemAvailable, tasks (threads) against ``pid_max``, and
   inotify instances against the per-user limit.
 
 Then, for each figure, the slope per 100 pods between consecutive sizes (50 -> 110,
@@ -32,6 +33,7 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,7 @@ from tests.bench.common import (
     Context,
     CpuMeter,
     cpu_line,
+    descendants,
     ms,
     own_ticks,
     percentile,
@@ -52,24 +55,26 @@ from tests.bench.memory import pss_kb
 from tests.bench.startup import floor_builder, pod_names, run_rounds, warm_up
 from tests.bench.status import wall_times
 from tests.harness.apiserver.certs import Pki
+from tests.harness.containerd import PrivateContainerd, find_shims, pid_alive
 from tests.harness.node import pod_manifest
 
 Row = dict[str, float]
 ENDPOINTS = {HEALTHZ: "healthz", "/pods": "pods", "/stats/summary": "summary"}
-# (figure, its baseline or None, label), in the order of the slope lines
-SLOPED = (
-    ("startup_p50_s", "floor_p50_s", "start-up p50 (ratio: to the floor)"),
-    ("startup_p99_s", "floor_p99_s", "start-up p99 (ratio: to the floor)"),
-    ("floor_p50_s", None, "the floor's p50"),
-    ("status_s", "python_pass_s", "pkletd status (ratio: to python -c pass)"),
-    ("pods_p50_s", "healthz_p50_s", "/pods p50 (ratio: to /healthz)"),
-    ("pods_p99_s", "healthz_p99_s", "/pods p99 (ratio: to /healthz)"),
-    ("summary_p50_s", "healthz_p50_s", "/stats/summary p50 (ratio: to /healthz)"),
-    ("summary_p99_s", "healthz_p99_s", "/stats/summary p99 (ratio: to /healthz)"),
-    ("pss_mb", None, "PSS of pkletd, MB"),
-    ("cpu_all", None, "steady CPU of pkletd, % of a core"),
+# (figure, label, its baseline and the baseline's name, or None), in the order of the slopes
+SLOPED: tuple[tuple[str, str, tuple[str, str] | None], ...] = (
+    ("startup_p50_s", "start-up p50", ("floor_p50_s", "the floor")),
+    ("startup_p99_s", "start-up p99", ("floor_p99_s", "the floor")),
+    ("floor_p50_s", "the floor's p50", None),
+    ("status_s", "pkletd status", ("python_pass_s", "python -c pass")),
+    ("pods_p50_s", "/pods p50", ("healthz_p50_s", "/healthz")),
+    ("pods_p99_s", "/pods p99", ("healthz_p99_s", "/healthz")),
+    ("summary_p50_s", "/stats/summary p50", ("healthz_p50_s", "/healthz")),
+    ("summary_p99_s", "/stats/summary p99", ("healthz_p99_s", "/healthz")),
+    ("pss_mb", "PSS of pkletd, MB", None),
+    ("runtime_pss_mb", "PSS of the runtime (containerd, shims, pods), MB", None),
+    ("runtime_tasks", "tasks of the runtime (threads)", None),
+    ("cpu_all", "steady CPU of pkletd, % of a core", None),
 )
-MACHINE = ("mem_available_mb", "tasks", "inotify")
 
 
 def inotify_instances() -> int:
@@ -83,15 +88,26 @@ def inotify_instances() -> int:
     return found
 
 
-def headroom() -> Row:
-    """MemAvailable (MB), tasks (threads) and inotify instances of the whole machine now."""
+def threads(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[17])
+    except OSError:
+        return 0
+
+
+def headroom(daemon: PrivateContainerd) -> Row:
+    """The whole machine's MemAvailable (MB), tasks (threads) and inotify instances now;
+    and the PSS and threads of our runtime: containerd, its shims and all under them."""
     available = re.search(r"MemAvailable:\s+(\d+)", Path("/proc/meminfo").read_text())
     assert available is not None
     tasks = Path("/proc/loadavg").read_text().split()[3].split("/")[1]
+    runtime = descendants([daemon.pid() or 0, *(s.pid for s in find_shims(daemon.socket_path))])
     return {
         "mem_available_mb": int(available[1]) / 1024,
         "tasks": float(tasks),
         "inotify": float(inotify_instances()),
+        "runtime_pss_mb": sum(pss_kb(pid) for pid in runtime if pid_alive(pid)) / 1024,
+        "runtime_tasks": float(sum(threads(pid) for pid in runtime)),
     }
 
 
@@ -159,7 +175,7 @@ def measure_size(ctx: Context, size: int, build: Any, pki: Pki) -> Row:
     row |= {f"pss_{name}_mb": mb for name, mb in pss.items()} | {"pss_mb": sum(pss.values())}
     progress(f"scale {size}: steady CPU over {ctx.args.scale_window:.0f} s")
     cpu, machine = steady_cpu(ctx, agent)
-    row |= cpu | headroom()
+    row |= cpu | headroom(ctx.daemon)
     print_row(size, row, machine)
     ctx.figures[f"scale_{size}_machine_cpu"] = machine
     return row
@@ -184,7 +200,9 @@ def print_row(size: int, row: Row, machine: dict[str, float]) -> None:
         + f" {cpu_line(machine)}"
     )
     print(
-        f"  machine: MemAvailable {row['mem_available_mb']:.0f} MB, {row['tasks']:.0f} tasks, "
+        f"  runtime (containerd, shims, pods): PSS {row['runtime_pss_mb']:.0f} MB, "
+        f"{row['runtime_tasks']:.0f} threads; machine: MemAvailable "
+        f"{row['mem_available_mb']:.0f} MB, {row['tasks']:.0f} tasks, "
         f"{row['inotify']:.0f} inotify instances ({limits()})",
         flush=True,
     )
@@ -195,19 +213,16 @@ def slopes(rows: dict[int, Row], key: str, base: str | None) -> tuple[list[float
     sizes = sorted(rows)
     pairs = list(zip(sizes, sizes[1:], strict=False))
 
-    def value(size: int, of_ratio: bool) -> float:
-        row = rows[size]
-        return ratio(row[key], row[base]) if of_ratio and base else row[key]
+    def per_100(value: Callable[[Row], float]) -> list[float]:
+        return [100 * (value(rows[b]) - value(rows[a])) / (b - a) for a, b in pairs]
 
-    def per_100(of_ratio: bool) -> list[float]:
-        return [100 * (value(b, of_ratio) - value(a, of_ratio)) / (b - a) for a, b in pairs]
-
-    return per_100(False), per_100(True) if base else []
+    plain = per_100(lambda row: row[key])
+    return plain, per_100(lambda row: ratio(row[key], row[base])) if base else []
 
 
 def shown(key: str, value: float) -> str:
     if key.endswith("_s"):
-        return f"{value * 1000:+.1f} ms"
+        return f"{value:+.2f} s" if abs(value) >= 1 else f"{value * 1000:+.1f} ms"
     return f"{value:+.2f}"
 
 
@@ -218,15 +233,14 @@ def report_slopes(ctx: Context, rows: dict[int, Row]) -> None:
     cpu_keys = sorted(k for k in rows[sizes[0]] if k.startswith("cpu_") and k != "cpu_all")
     sloped = [
         *SLOPED,
-        *((k, None, f"  steady CPU of {k.removeprefix('cpu_')}, % of a core") for k in cpu_keys),
-        *((k, None, f"machine: {k}") for k in MACHINE),
+        *((k, f"  steady CPU of {k.removeprefix('cpu_')}, % of a core", None) for k in cpu_keys),
     ]
     found = {}
-    for key, base, label in sloped:
-        plain, of_ratio = slopes(rows, key, base)
+    for key, label, base in sloped:
+        plain, of_ratio = slopes(rows, key, base[0] if base else None)
         line = f"  {label}: " + " | ".join(shown(key, v) for v in plain)
-        if of_ratio:
-            line += "; ratio " + " | ".join(f"{v:+.2f}x" for v in of_ratio)
+        if base:
+            line += f"; its ratio to {base[1]}: " + " | ".join(f"{v:+.2f}x" for v in of_ratio)
         print(line)
         found[key] = {"per_100_pods": plain, "ratio_per_100_pods": of_ratio}
     ctx.figures["scale_slopes"] = found
@@ -234,7 +248,7 @@ def report_slopes(ctx: Context, rows: dict[int, Row]) -> None:
 
 def section(ctx: Context) -> None:
     sizes = sorted(ctx.args.scale_sizes)
-    progress(f"scale: sizes {sizes}; machine now {headroom()}, {limits()}")
+    progress(f"scale: sizes {sizes}; now {headroom(ctx.daemon)}, {limits()}")
     build, _ = floor_builder(ctx.daemon.address, ctx.args, ctx.keep, pod_manifest)
     warm_up(ctx, build)
     pki = Pki(ctx.scratch / "scale-pki")
