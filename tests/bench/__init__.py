@@ -6,7 +6,9 @@ Run from the repository root (``make bench``)::
         [--mix-pods N] [--mix-rounds R] [--probe-pods N] [--probe-window S]
         [--api-pods N] [--api-requests N] [--exec-runs N] [--pleg-pods N] [--pleg-exits N]
         [--pleg-batch N] [--pleg-spread S] [--pleg-window S] [--pleg-poll-ms MS]
-        [--csi-pods N] [--csi-rounds R] [--containerd-dir D] [--only FIGURE] [--keep]
+        [--csi-pods N] [--csi-rounds R] [--scale-sizes N [N ...]] [--scale-window S]
+        [--scale-requests N] [--scale-status-runs N] [--containerd-dir D] [--only FIGURE]
+        [--keep]
 
 It starts a private containerd of its own under ``--containerd-dir``
 (``/tmp/pkletd-ctr-bench``; give another dir while anything else may use that
@@ -40,8 +42,12 @@ Figures, one module each (their docstrings say how each is measured):
     driver, staged and published), against the same pods without one plus the driver's
     NodeStageVolume + NodePublishVolume made bare (``csifloor``); API requests per pod
     with a claim against without.
+12. ``scale`` (``--only scale`` only, not in a full run): at 50, 110 and 250 pods
+    (``maxPods`` the size), start-up against the floor, ``pkletd status`` against
+    ``python -c pass``, ``/pods`` and ``/stats/summary`` against ``/healthz``, PSS, each
+    process's steady CPU; and the cost per 100 pods of each, between sizes.
 
-Figures 2-4 use the pods of figure 1's last pkletd run; 5 to 11 start from an
+Figures 2-4 use the pods of figure 1's last pkletd run; 5 to 12 start from an
 empty runtime with pkletd instances of their own (``--only`` runs one of them).
 ``common`` holds what they share (CPU accounting, the bench's pkletd, cleanup,
 the bytecode cache).

@@ -25,6 +25,7 @@ from tests.bench import (
     podmix,
     proberload,
     restarts,
+    scale,
     startup,
     status,
     storage,
@@ -48,6 +49,7 @@ STANDALONE = {
     "exec": kubectlexec.section,
     "pleg": plegevents.section,
     "storage": storage.section,
+    "scale": scale.section,
 }
 STATUS_POLL_MS = 50  # each status request costs the supervisor ~2 ms with 100 pods: poll gently
 
@@ -102,6 +104,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--csi-pods", type=int, default=10, help="pods of one batch of the storage figure"
     )
     parser.add_argument("--csi-rounds", type=int, default=2, help="storage batches, each way")
+    parser.add_argument(
+        "--scale-sizes", type=int, nargs="+", default=[50, 110, 250], help="pods, each size"
+    )
+    parser.add_argument(
+        "--scale-window", type=float, default=20.0, help="scale: steady CPU window, seconds"
+    )
+    parser.add_argument(
+        "--scale-requests", type=int, default=30, help="scale: requests to each endpoint"
+    )
+    parser.add_argument(
+        "--scale-status-runs", type=int, default=10, help="scale: pkletd status runs"
+    )
     parser.add_argument(
         "--containerd-dir",
         type=Path,

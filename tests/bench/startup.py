@@ -219,12 +219,14 @@ def run_rounds(
     containers: int = 1,
     running: int = 1,
     from_log: Callable[[str, float], dict[str, float]] | None = None,
+    config: dict[str, Any] | None = None,
 ) -> tuple[list[StartRun], list[tuple[StartRun, dict[str, float]]]]:
     """``rounds`` floor and pkletd runs of the pods ``names``, ABBA; the last run is pkletd's.
 
     Each run starts from an empty runtime. The last pkletd stays in ``ctx.agent``,
     its pods running. Each pkletd run comes with ``log_breakdown`` of its
-    supervisor log, and what ``from_log`` finds there.
+    supervisor log, and what ``from_log`` finds there. ``config``: more
+    KubeletConfiguration fields for pkletd.
     """
     args, daemon = ctx.args, ctx.daemon
     address, count = daemon.address, len(names)
@@ -249,6 +251,7 @@ def run_rounds(
                 continue
             progress(f"{label} round {round_no}: pkletd, {count} static pods")
             agent = ctx.agent = BenchPkletd(address, args.parallelism)
+            agent.write_config(**(config or {}))
             agent.start()
             run = run_pkletd(agent, names, daemon, args.poll_ms / 1000, manifest)
             verify_no_duplicates(address, count, containers, running)
@@ -260,14 +263,19 @@ def run_rounds(
     return floors, runs
 
 
+def warm_up(ctx: Context, build: Any) -> None:
+    """Start and remove a few pods by bare CRI calls: a fresh containerd's first are slow."""
+    progress(f"warm-up: {WARMUP_PODS} pods by bare CRI calls (not measured)")
+    address, warmup = ctx.daemon.address, pod_names(WARMUP_PODS)
+    run_floor(address, warmup, ctx.args.parallelism, ctx.scratch / "warmup", ctx.daemon, build)
+    clean_runtime(address)
+
+
 def section(ctx: Context) -> None:
     """Figure 1; leaves the last round's pkletd in ``ctx.agent``, its pods running."""
     args, daemon = ctx.args, ctx.daemon
     build, shaped = floor_builder(daemon.address, args, ctx.keep, pod_manifest)
-    progress(f"warm-up: {WARMUP_PODS} pods by bare CRI calls (not measured)")
-    warmup = pod_names(WARMUP_PODS)
-    run_floor(daemon.address, warmup, args.parallelism, ctx.scratch / "warmup", daemon, build)
-    clean_runtime(daemon.address)
+    warm_up(ctx, build)
     names = pod_names(args.pods)
     floors, runs = run_rounds(ctx, "start-up", names, build, pod_manifest, args.rounds)
     report(args, ctx.figures, floors, runs, shaped)

@@ -9,18 +9,33 @@ from __future__ import annotations
 import statistics
 import time
 
-from tests.bench.common import PKLETD, PYTHON, Context, ms, progress, ratio, timed_runs, verdict
+from tests.bench.common import (
+    PKLETD,
+    PYTHON,
+    BenchPkletd,
+    Context,
+    ms,
+    progress,
+    ratio,
+    timed_runs,
+    verdict,
+)
 
 TARGET_STATUS_S = 0.1
+
+
+def wall_times(agent: BenchPkletd, runs: int) -> tuple[float, float]:
+    """Medians of ``runs`` runs of ``pkletd status`` and of ``python -c pass``."""
+    progress(f"pkletd status: {runs} runs, and python -c pass: {runs} runs")
+    status_times = timed_runs([str(PKLETD), "status", "--run-dir", str(agent.run_dir)], runs)
+    bare_times = timed_runs([str(PYTHON), "-c", "pass"], runs)
+    return statistics.median(status_times), statistics.median(bare_times)
 
 
 def section(ctx: Context) -> None:
     agent = ctx.agent
     assert agent is not None
-    progress("pkletd status: 20 runs, and python -c pass: 20 runs")
-    status_times = timed_runs([str(PKLETD), "status", "--run-dir", str(agent.run_dir)], 20)
-    bare_times = timed_runs([str(PYTHON), "-c", "pass"], 20)
-    status_med, bare_med = statistics.median(status_times), statistics.median(bare_times)
+    status_med, bare_med = wall_times(agent, 20)
     request_times = []
     for _ in range(20):
         t0 = time.perf_counter()
