@@ -126,15 +126,28 @@ class HttpServer:
         self._stop = asyncio.Event()  # bound to the loop when first awaited, in its thread
         self._thread = threading.Thread(target=self._run, name="http-server", daemon=True)
         self._bound: dict[Listen, tuple[str, int]] = {}
+        self._settled: set[Listen] = set()  # serving, or waiting to bind
+        self._started = threading.Event()  # every listener settled
+        if not sites:
+            self._started.set()
         self._lock = threading.Lock()
 
-    def start(self) -> None:
+    def start(self, wait: float = 0.0) -> None:
+        """Start the servers' thread; wait up to ``wait`` seconds for every listener to
+        serve (or to have failed to bind once), so nothing else holds the GIL meanwhile."""
         self._thread.start()
+        self._started.wait(wait)
 
     def address(self, listen: Listen) -> tuple[str, int] | None:
         """Where ``listen`` is bound (its real port when it asked for 0), None if not yet."""
         with self._lock:
             return self._bound.get(listen)
+
+    def _settle(self, listen: Listen) -> None:
+        with self._lock:
+            self._settled.add(listen)
+            if len(self._settled) == len(self._sites):
+                self._started.set()
 
     def close(self) -> None:
         if self._thread.is_alive():
@@ -178,9 +191,11 @@ class HttpServer:
         host, port = sockets[0].getsockname()[:2]
         with self._lock:
             self._bound[site.listen] = (host, port)
+        self._settle(site.listen)
         log.info(
-            "serving api=%s address=%s:%d tls=%s inherited=%s",
+            "serving api=%s address=%s:%d tls=%s inherited=%s cpu_ms=%.1f",
             site.listen.api, host, port, bool(site.tls), bool(site.sockets),
+            time.process_time() * 1000,
         )  # fmt: skip
         try:
             await asyncio.Event().wait()  # until cancelled
@@ -195,6 +210,7 @@ class HttpServer:
             try:
                 return await asyncio.to_thread(listening.bind, listen)  # a host name resolves
             except OSError as exc:
+                self._settle(listen)
                 if str(exc) != last_error:
                     last_error = str(exc)
                     log.error(

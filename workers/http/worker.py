@@ -42,6 +42,7 @@ from pkletd.workers.lifecycle import WorkerSettings, serve
 
 log = logging.getLogger(__name__)
 LIMITS = Limits()
+SERVING_WAIT_S = 1.0  # the lifecycle (bus, snapshot) starts once the listeners serve
 
 
 def reviewer_for(options: HttpOptions) -> Reviewer:
@@ -118,7 +119,7 @@ class HttpWorker:
         )
         sites = [site for x in options.listens if (site := self._site(x, handlers)) is not None]
         self.server = HttpServer(sites, limits)
-        self.server.start()
+        self.server.start(wait=SERVING_WAIT_S)
 
     def _site(self, listen: Listen, handlers: Handlers) -> Site | None:
         routes = TABLES[listen.api](handlers)
