@@ -193,9 +193,8 @@ class HttpServer:
             self._bound[site.listen] = (host, port)
         self._settle(site.listen)
         log.info(
-            "serving api=%s address=%s:%d tls=%s inherited=%s cpu_ms=%.1f",
+            "serving api=%s address=%s:%d tls=%s inherited=%s",
             site.listen.api, host, port, bool(site.tls), bool(site.sockets),
-            time.process_time() * 1000,
         )  # fmt: skip
         try:
             await asyncio.Event().wait()  # until cancelled
