@@ -9,7 +9,9 @@ flight in the killed worker: accepted, then reset by its death; a SIGKILL cannot
 hidden from those), the longest wait of one request, and the time to serving again:
 from the SIGKILL to the answer of the first request begun after it (a request begun
 before it may be answered by the new worker too, from the listen backlog; counting from
-the next one adds at most one request's time). ``pleg``: SIGKILL, then time until
+the next one adds at most one request's time), split at the moment the kernel has ended
+the killed process (its pidfd turns readable: all its threads gone, its memory unmapped;
+no sooner can pkletd learn of the death). ``pleg``: SIGKILL, then time until
 status shows it running with a new pid, polled every 5 ms: a status request with 100
 pods costs the supervisor's single loop thread about 1 ms, so polling every 1 ms slowed
 down the very restart being timed (medians ~90 ms against ~60 ms). ``--kills`` (5),
