@@ -3,7 +3,7 @@ incarnation of the worker, as systemd's socket activation hands a service its so
 
 The parent binds every listener (``bind_each``) before it forks the fork server; the fork
 server keeps them open and every http worker it forks inherits them (``supervisor/
-forkserver.py``), and finds which is which by port (``for_listen``). So while a killed
+forkserver.py``), and finds which is which by address (``for_listen``). So while a killed
 worker restarts, the kernel still completes connections into the listen backlog, and the
 next worker accepts them: a client waits, it is never refused. A listener the parent cannot
 bind (its port is taken) is logged and left to the worker, which binds it itself, retrying
@@ -15,9 +15,11 @@ resolves to, ``SO_REUSEADDR``, IPv6 ones v6-only, a backlog of ``BACKLOG``.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import socket
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from pkletd.workers.http.options import Listen
 
@@ -64,5 +66,16 @@ def bind_each(listens: Iterable[Listen]) -> tuple[socket.socket, ...]:
 
 
 def for_listen(sockets: Sequence[socket.socket], listen: Listen) -> tuple[socket.socket, ...]:
-    """The inherited sockets that serve ``listen``: those bound to its port."""
-    return tuple(s for s in sockets if s.getsockname()[1] == listen.port)
+    """The inherited sockets that serve ``listen``: those bound to its port, and to its
+    address when that is an IP address."""
+    return tuple(s for s in sockets if _serves(s.getsockname(), listen))
+
+
+def _serves(name: tuple[Any, ...], listen: Listen) -> bool:
+    if name[1] != listen.port:
+        return False
+    try:
+        wanted = ipaddress.ip_address(listen.host)
+    except ValueError:
+        return True  # a host name (or all addresses): its port tells
+    return ipaddress.ip_address(str(name[0]).split("%", 1)[0]) == wanted

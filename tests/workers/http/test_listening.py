@@ -61,3 +61,17 @@ def test_each_listener_finds_its_sockets_by_port() -> None:
     finally:
         for sock in bound:
             sock.close()
+
+
+def test_listeners_on_one_port_and_two_addresses_get_their_own_socket() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port = probe.getsockname()[1]
+    first, second = Listen("127.0.0.1", port, Api.HEALTHZ), Listen("127.0.0.2", port, Api.READ_ONLY)
+    bound = listening.bind_each([first, second])
+    try:
+        assert len(bound) == 2
+        assert [s.getsockname()[0] for s in listening.for_listen(bound, first)] == ["127.0.0.1"]
+        assert [s.getsockname()[0] for s in listening.for_listen(bound, second)] == ["127.0.0.2"]
+    finally:
+        for sock in bound:
+            sock.close()
