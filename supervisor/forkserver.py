@@ -23,6 +23,12 @@ both sides of the first fork.
 
 Death chain: the fork server dies with the parent and the workers die with the
 fork server (PR_SET_PDEATHSIG), so no worker outlives pkletd.
+
+Listening sockets the parent bound for a worker (``sockets``, the http worker's: bound once,
+as systemd's socket activation) pass to the fork server as it is forked, and the parent
+closes its copies: the fork server holds them for as long as pkletd runs, each incarnation
+of their worker inherits them, and every other worker closes them at once. So the ports
+stay bound, and connections wait in their backlog, while that worker restarts.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ import signal
 import socket
 import sys
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +56,7 @@ log = logging.getLogger(__name__)
 
 PR_SET_PDEATHSIG = 1
 WorkerEntry = Callable[[], int]
+HandedSockets = Mapping[WorkerName, Sequence[socket.socket]]  # worker -> its listening sockets
 
 
 def die_with_parent(sig: int = signal.SIGKILL) -> None:
@@ -76,9 +83,15 @@ class Exited:
 class ForkServer:
     """The parent's handle on the fork server process."""
 
-    def __init__(self, entries: Mapping[WorkerName, WorkerEntry], log_dir: Path) -> None:
+    def __init__(
+        self,
+        entries: Mapping[WorkerName, WorkerEntry],
+        log_dir: Path,
+        sockets: HandedSockets | None = None,
+    ) -> None:
         self._entries = entries
         self._log_dir = log_dir
+        self._handed = sockets or {}
         self._sock: socket.socket | None = None
         self.pid = 0
 
@@ -89,8 +102,11 @@ class ForkServer:
         gc.enable()
         if pid == 0:
             ours.close()
-            _serve(theirs, self._entries, self._log_dir)
+            _serve(theirs, self._entries, self._log_dir, self._handed)
         theirs.close()
+        for sockets in self._handed.values():
+            for handed in sockets:
+                handed.close()  # the fork server holds them now
         self._sock = ours
         self.pid = pid
 
@@ -135,13 +151,18 @@ class ForkServer:
 # --- inside the fork server ------------------------------------------------------
 
 
-def _serve(sock: socket.socket, entries: Mapping[WorkerName, WorkerEntry], log_dir: Path) -> None:
+def _serve(
+    sock: socket.socket,
+    entries: Mapping[WorkerName, WorkerEntry],
+    log_dir: Path,
+    handed: HandedSockets,
+) -> None:
     code = 0
     try:
         die_with_parent()
         setproctitle.setproctitle("pkletd: forkserver")
         logs.configure("forkserver", log_dir)
-        _Server(sock, entries, log_dir).run()
+        _Server(sock, entries, log_dir, handed).run()
     except BaseException:  # the top of a process: log anything, then exit non-zero
         traceback.print_exc()
         log.exception("fork server failed")
@@ -151,11 +172,16 @@ def _serve(sock: socket.socket, entries: Mapping[WorkerName, WorkerEntry], log_d
 
 class _Server:
     def __init__(
-        self, sock: socket.socket, entries: Mapping[WorkerName, WorkerEntry], log_dir: Path
+        self,
+        sock: socket.socket,
+        entries: Mapping[WorkerName, WorkerEntry],
+        log_dir: Path,
+        handed: HandedSockets,
     ):
         self._sock = sock
         self._entries = entries
         self._log_dir = log_dir
+        self._handed = handed
         self._children: set[int] = set()
         self._signals = Wakeup()  # SIGCHLD wakes the selector
 
@@ -204,6 +230,9 @@ class _Server:
                 signal.signal(sig, signal.SIG_DFL)
             self._sock.close()
             self._signals.close()
+            for other in (n for n in self._handed if n != name):
+                for handed in self._handed[other]:
+                    handed.close()
             die_with_parent()
             setproctitle.setproctitle(f"pkletd: {name}")
             logs.configure(name, self._log_dir)

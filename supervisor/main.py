@@ -53,8 +53,9 @@ def start(config: KubeletConfig, warnings: tuple[str, ...]) -> int:
     logs.configure("supervisor", Path(config.log_dir), to_stderr=True)
     for warning in warnings:
         log.warning("config: %s", warning)
-    entries = workerset.entries(config)
-    forkserver = ForkServer(entries, Path(config.log_dir))
+    sockets = workerset.bound_sockets(config)  # once: every http worker inherits them
+    entries = workerset.entries(config, sockets)
+    forkserver = ForkServer(entries, Path(config.log_dir), sockets)
     forkserver.start()  # before any zmq context, gRPC channel or thread exists
     operations = RuntimeOperations()  # counts every CRI call of the parent's runtime
     runtime = CriRuntime(

@@ -10,6 +10,7 @@ is configured: a node without one does not carry the D-Bus client.
 from __future__ import annotations
 
 import functools
+import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,7 @@ from pkletd.workers import (
     podresources,
     prober,
 )
+from pkletd.workers.http import listening
 from pkletd.workers.lifecycle import WorkerSettings
 
 if TYPE_CHECKING:
@@ -294,6 +296,12 @@ def http_listens(config: KubeletConfig) -> list[http.Listen]:
         listens.append(http.Listen(config.address, config.read_only_port, http.Api.READ_ONLY))
     listens.append(http.Listen(config.address, config.port, http.Api.KUBELET))
     return listens
+
+
+def http_sockets(config: KubeletConfig) -> tuple[socket.socket, ...]:
+    """The http worker's listening sockets, bound now, in the parent; a listener whose port
+    is taken is logged and left to the worker (``workers/http/listening.py``)."""
+    return listening.bind_each(http_listens(config))
 
 
 def http_options(config: KubeletConfig) -> http.HttpOptions:

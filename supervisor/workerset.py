@@ -21,7 +21,7 @@ from pkletd.ipc.apimodel.podenums import PodSource
 from pkletd.ipc.bus.workername import WorkerName
 from pkletd.supervisor import workeroptions as opt
 from pkletd.supervisor.config import KubeletConfig
-from pkletd.supervisor.forkserver import WorkerEntry
+from pkletd.supervisor.forkserver import HandedSockets, WorkerEntry
 from pkletd.workers.lifecycle import WorkerSettings
 
 HEARTBEATS_PER_TIMEOUT = 5
@@ -115,10 +115,23 @@ def sources(workers: list[WorkerName]) -> list[PodSource]:
     return [source for source, name in SOURCE_WORKERS.items() if name in workers]
 
 
-def entries(config: KubeletConfig) -> dict[WorkerName, WorkerEntry]:
-    """Worker name -> the function the forked child runs, for the workers that run."""
+def entries(
+    config: KubeletConfig, sockets: HandedSockets | None = None
+) -> dict[WorkerName, WorkerEntry]:
+    """Worker name -> the function the forked child runs, for the workers that run;
+    ``sockets``: the listening sockets the parent bound for a worker (``bound_sockets``)."""
     beat = min(1.0, config.worker_heartbeat_timeout / HEARTBEATS_PER_TIMEOUT)
+    handed = sockets or {}
     return {
-        name: WORKERS[name].entry(config, WorkerSettings(name, Path(config.run_dir), beat))
+        name: WORKERS[name].entry(
+            config,
+            WorkerSettings(name, Path(config.run_dir), beat, tuple(handed.get(name, ()))),
+        )
         for name in running(config)
     }
+
+
+def bound_sockets(config: KubeletConfig) -> HandedSockets:
+    """The listening sockets the parent binds before it forks the fork server, by worker:
+    the http worker's ports (``workers/http/listening.py``)."""
+    return {WorkerName.HTTP: opt.http_sockets(config)}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -46,6 +47,9 @@ class WorkerSettings:
     name: WorkerName
     run_dir: Path
     heartbeat_interval: float
+    # listening sockets the parent bound for this worker, inherited by each of its
+    # incarnations (as systemd's socket activation; the http worker's)
+    sockets: tuple[socket.socket, ...] = ()
 
 
 class Worker(Protocol):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, InvalidStateError
@@ -20,6 +21,7 @@ from typing import Any, NewType, TypeVar
 import grpc
 from cri_api.v1 import api_pb2 as pb
 from cri_api.v1 import api_pb2_grpc as pb_grpc
+from grpc import _channel  # noqa: F401 (imported at the first channel: here, in the fork server)
 from pkletd.ipc.apimodel.podspec import PodUID
 
 T = TypeVar("T")
@@ -364,19 +366,54 @@ class StreamFlags:
     tty: bool
 
 
+@dataclass(frozen=True, slots=True)
+class _Stubs:
+    channel: grpc.Channel
+    runtime: pb_grpc.RuntimeServiceStub
+    images: pb_grpc.ImageServiceStub
+
+    @classmethod
+    def of(cls, channel: grpc.Channel) -> _Stubs:
+        return cls(channel, pb_grpc.RuntimeServiceStub(channel), pb_grpc.ImageServiceStub(channel))
+
+
 class CriRuntime:
     """The real runtime, over gRPC on a unix socket."""
 
     def __init__(self, endpoint: str, timeout: float, observer: CallObserver | None = None) -> None:
-        self._channel = grpc.insecure_channel(endpoint)
-        self._runtime = pb_grpc.RuntimeServiceStub(self._channel)
-        self._images = pb_grpc.ImageServiceStub(self._channel)
+        self._stubs: _Stubs | None = None  # the channel, made at the first call
+        self._connecting = threading.Lock()
+        self._closed = False
         self._timeout = timeout
         self._observer = observer
         self.endpoint = endpoint
 
     def close(self) -> None:
-        self._channel.close()
+        with self._connecting:
+            self._closed = True
+            if self._stubs is not None:
+                self._stubs.channel.close()
+
+    def _connected(self) -> _Stubs:
+        """The channel and its stubs, made at the first call (a process's first gRPC channel
+        costs a few ms: a restarted http worker serves before it needs one)."""
+        stubs = self._stubs
+        if stubs is None:
+            with self._connecting:
+                if self._closed:
+                    raise ValueError("Cannot invoke RPC on closed channel!")  # as gRPC's
+                if self._stubs is None:
+                    self._stubs = _Stubs.of(grpc.insecure_channel(self.endpoint))
+                stubs = self._stubs
+        return stubs
+
+    @property
+    def _runtime(self) -> pb_grpc.RuntimeServiceStub:
+        return self._connected().runtime
+
+    @property
+    def _images(self) -> pb_grpc.ImageServiceStub:
+        return self._connected().images
 
     def _call(self, stub: Any, method: str, request: Any, target: str, timeout: float = 0) -> Any:
         started = time.monotonic()

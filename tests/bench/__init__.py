@@ -2,8 +2,8 @@
 
 Run from the repository root (``make bench``)::
 
-    .venv/bin/python -m tests.bench [--pods N] [--rounds R] [--kills K] [--poll-ms MS]
-        [--mix-pods N] [--mix-rounds R] [--probe-pods N] [--probe-window S]
+    .venv/bin/python -m tests.bench [--pods N] [--rounds R] [--kills K] [--http-kills K]
+        [--poll-ms MS] [--mix-pods N] [--mix-rounds R] [--probe-pods N] [--probe-window S]
         [--api-pods N] [--api-requests N] [--exec-runs N] [--pleg-pods N] [--pleg-exits N]
         [--pleg-batch N] [--pleg-spread S] [--pleg-window S] [--pleg-poll-ms MS]
         [--csi-pods N] [--csi-rounds R] [--scale-sizes N [N ...]] [--scale-window S]
@@ -48,15 +48,17 @@ Figures, one module each (their docstrings say how each is measured):
     process's steady CPU; and the cost per 100 pods of each, between sizes.
 
 Figures 2-4 use the pods of figure 1's last pkletd run; 5 to 12 start from an
-empty runtime with pkletd instances of their own (``--only`` runs one of them).
+empty runtime with pkletd instances of their own (``--only`` runs one of them;
+``--only restarts`` runs figure 2 alone, on a pkletd with no pod).
 ``common`` holds what they share (CPU accounting, the bench's pkletd, cleanup,
 the bytecode cache).
 
 Targets: start-up totals (plain and pod mix) within 1.3x the floor, restart
-medians under 0.1 s, status under 100 ms, PSS under 200 MB, prober under 15% of
-one core with p99 lateness under 100 ms and every period kept. The whole run
-takes about 6-8 minutes on a 2-core machine, figures 8 and 9 about 4 more, and figure
-10 about 5, figure 11 about 3.
+medians under 0.1 s (the http worker's 25 ms, with no healthz request refused),
+status under 100 ms, PSS under 200 MB, prober under 15% of one core with p99
+lateness under 100 ms and every period kept. The whole run takes about 9-11 minutes
+on a 2-core machine (figure 2's 20 http kills about 4 of them), figures 8 and 9
+about 4 more, figure 10 about 5 and figure 11 about 3.
 Everything is stopped and cleaned at the end: pkletd, all pods, the bench
 containerd.
 """

@@ -50,6 +50,7 @@ STANDALONE = {
     "pleg": plegevents.section,
     "storage": storage.section,
     "scale": scale.section,
+    "restarts": restarts.standalone,
 }
 STATUS_POLL_MS = 50  # each status request costs the supervisor ~2 ms with 100 pods: poll gently
 
@@ -60,6 +61,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=2, help="floor/pkletd start-up rounds")
     parser.add_argument(
         "--kills", type=int, default=5, help="SIGKILLs per worker (each waits ~10 s)"
+    )
+    parser.add_argument(
+        "--http-kills", type=int, default=20, help="SIGKILLs of http, healthz in a loop"
     )
     parser.add_argument("--parallelism", type=int, default=PARALLELISM)
     parser.add_argument(

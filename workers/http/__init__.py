@@ -12,7 +12,8 @@
   ``/exec``, ``/attach``, ``/portForward`` and ``/run``.
 
 Modules: ``worker`` (the process), ``server`` (aiohttp on one loop in a thread, with the
-connection bounds), ``routes`` (the tables), ``endpoints``, ``containerlogs`` and
+connection bounds), ``listening`` (the listening sockets the parent binds once and each
+incarnation inherits), ``routes`` (the tables), ``endpoints``, ``containerlogs`` and
 ``crilog`` (container logs), ``nodelogs``, ``machine``, ``probemetrics``; ``authn``,
 ``authz``, ``authfilter``, ``reviews``, ``offload``, ``ttlcache`` (who may ask what);
 ``tlscontext`` and ``selfsigned`` (serving TLS); ``streaming``, ``streamoptions``,

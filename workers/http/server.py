@@ -9,8 +9,10 @@ s, counted from the connection's start) is closed; a TLS handshake has
 headers (431/400 past that, from aiohttp's parser); bodies at most 1 MiB (413). A
 follow stream or a slow client costs one coroutine, not a thread.
 
-A listener that cannot bind (the port is taken) is logged and retried every
-``bind_retry`` seconds; the other listeners serve meanwhile.
+Each listener serves on the sockets the parent bound and the worker inherited
+(``listening.py``), so a restarted worker serves what waited in the backlog. One the parent
+could not bind (the port was taken) the worker binds itself: an error is logged and the
+bind retried every ``bind_retry`` seconds; the other listeners serve meanwhile.
 
 A request aiohttp cannot parse gets its 400 and no log line: aiohttp would log each at
 ERROR with a traceback (``_ClientMistakes``), so any client could fill the log, and it
@@ -22,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
+import socket
 import ssl
 import threading
 import time
@@ -30,6 +33,7 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
+from pkletd.workers.http import listening
 from pkletd.workers.http.options import Listen
 
 log = logging.getLogger(__name__)
@@ -71,6 +75,7 @@ class Site:
     listen: Listen
     app: web.Application
     tls: ssl.SSLContext | None = None
+    sockets: tuple[socket.socket, ...] = ()  # bound by the parent; () to bind them here
 
 
 class _Refused(asyncio.Protocol):
@@ -121,15 +126,28 @@ class HttpServer:
         self._stop = asyncio.Event()  # bound to the loop when first awaited, in its thread
         self._thread = threading.Thread(target=self._run, name="http-server", daemon=True)
         self._bound: dict[Listen, tuple[str, int]] = {}
+        self._settled: set[Listen] = set()  # serving, or waiting to bind
+        self._started = threading.Event()  # every listener settled
+        if not sites:
+            self._started.set()
         self._lock = threading.Lock()
 
-    def start(self) -> None:
+    def start(self, wait: float = 0.0) -> None:
+        """Start the servers' thread; wait up to ``wait`` seconds for every listener to
+        serve (or to have failed to bind once), so nothing else holds the GIL meanwhile."""
         self._thread.start()
+        self._started.wait(wait)
 
     def address(self, listen: Listen) -> tuple[str, int] | None:
         """Where ``listen`` is bound (its real port when it asked for 0), None if not yet."""
         with self._lock:
             return self._bound.get(listen)
+
+    def _settle(self, listen: Listen) -> None:
+        with self._lock:
+            self._settled.add(listen)
+            if len(self._settled) == len(self._sites):
+                self._started.set()
 
     def close(self) -> None:
         if self._thread.is_alive():
@@ -159,36 +177,46 @@ class HttpServer:
         runners.append(runner)
         assert runner.server is not None
         factory = _Bounded(runner.server, site.listen, self._limits.max_connections)
+        sockets = site.sockets or await self._bind(site.listen)
+        servers = [
+            await asyncio.get_running_loop().create_server(
+                factory,
+                sock=sock,
+                ssl=site.tls,
+                ssl_handshake_timeout=self._limits.handshake_timeout if site.tls else None,
+                backlog=listening.BACKLOG,
+            )
+            for sock in sockets
+        ]
+        host, port = sockets[0].getsockname()[:2]
+        with self._lock:
+            self._bound[site.listen] = (host, port)
+        self._settle(site.listen)
+        log.info(
+            "serving api=%s address=%s:%d tls=%s inherited=%s",
+            site.listen.api, host, port, bool(site.tls), bool(site.sockets),
+        )  # fmt: skip
+        try:
+            await asyncio.Event().wait()  # until cancelled
+        finally:
+            for server in servers:
+                server.close()  # our copies: the fork server's keep the port bound
+
+    async def _bind(self, listen: Listen) -> tuple[socket.socket, ...]:
+        """Bind ``listen`` here (the parent could not), retrying until it can be."""
         last_error = ""
         while True:
             try:
-                server = await asyncio.get_running_loop().create_server(
-                    factory,
-                    site.listen.host,
-                    site.listen.port,
-                    ssl=site.tls,
-                    ssl_handshake_timeout=self._limits.handshake_timeout if site.tls else None,
-                    reuse_address=True,
-                    backlog=128,
-                )
-                break
+                return await asyncio.to_thread(listening.bind, listen)  # a host name resolves
             except OSError as exc:
+                self._settle(listen)
                 if str(exc) != last_error:
                     last_error = str(exc)
                     log.error(
                         "cannot listen api=%s address=%s:%d error=%s; retrying every %gs",
-                        site.listen.api, site.listen.host, site.listen.port, exc,
-                        self._limits.bind_retry,
+                        listen.api, listen.host, listen.port, exc, self._limits.bind_retry,
                     )  # fmt: skip
                 await asyncio.sleep(self._limits.bind_retry)
-        host, port = server.sockets[0].getsockname()[:2]
-        with self._lock:
-            self._bound[site.listen] = (host, port)
-        log.info("serving api=%s address=%s:%d tls=%s", site.listen.api, host, port, bool(site.tls))
-        try:
-            await asyncio.Event().wait()  # until cancelled
-        finally:
-            server.close()
 
     def _runner_options(self) -> dict[str, Any]:
         limits = self._limits

@@ -5,6 +5,7 @@ on another (``volumestats.py``), the node's state between them (``view.py``)."""
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from pkletd.workers.http.containerlogs import ContainerLogs
 from pkletd.workers.http.endpoints import Endpoints
 from pkletd.workers.http.followreviewer import FollowingReviewer
 from pkletd.workers.http.kubeletmetrics import KubeletMetrics
+from pkletd.workers.http.listening import for_listen
 from pkletd.workers.http.nodelogs import NodeLogs
 from pkletd.workers.http.offload import Offloader
 from pkletd.workers.http.options import Api, AuthorizationMode, HttpOptions, Listen
@@ -46,6 +48,7 @@ from pkletd.workers.lifecycle import WorkerSettings, serve
 
 log = logging.getLogger(__name__)
 LIMITS = Limits()
+SERVING_WAIT_S = 1.0  # the lifecycle (bus, snapshot) starts once the listeners serve
 
 
 def reviewer_for(options: HttpOptions) -> Reviewer:
@@ -108,11 +111,19 @@ def volume_stats_for(options: HttpOptions, view: NodeView) -> VolumeStatsRefresh
 
 
 class HttpWorker:
+    """``sockets``: the listening sockets the parent bound (``listening.py``); a listener
+    with none is bound here."""
+
     def __init__(
-        self, options: HttpOptions, reviewer: Reviewer | None = None, limits: Limits = LIMITS
+        self,
+        options: HttpOptions,
+        reviewer: Reviewer | None = None,
+        limits: Limits = LIMITS,
+        sockets: Sequence[socket.socket] = (),
     ) -> None:
         self.view = NodeView()
         self.options = options
+        self._sockets = sockets
         self._offload = Offloader()
         self._reviewer = reviewer
         self._runtime = CriRuntime(options.runtime_endpoint, options.runtime_timeout)
@@ -132,15 +143,16 @@ class HttpWorker:
         )
         sites = [site for x in options.listens if (site := self._site(x, handlers)) is not None]
         self.server = HttpServer(sites, limits)
-        self.server.start()
+        self.server.start(wait=SERVING_WAIT_S)
         if self._volumes is not None:
             self._volumes.start()
 
     def _site(self, listen: Listen, handlers: Handlers) -> Site | None:
         routes = TABLES[listen.api](handlers)
         counted = self._metrics.http.middlewares(listen.api, [r.path for r in routes])
+        sockets = for_listen(self._sockets, listen)
         if listen.api is not Api.KUBELET:
-            return Site(listen, application(routes, counted))
+            return Site(listen, application(routes, counted), sockets=sockets)
         options = self.options
         try:
             tls = server_context(options.tls, options.auth.client_ca_file, options.node_name)
@@ -151,7 +163,7 @@ class HttpWorker:
             self._reviewer = reviewer_for(options)
         auth = KubeletAuth(options, self._reviewer, self._offload)
         middleware = auth_filter(auth.authn, auth.authz, options.node_name)
-        return Site(listen, application(routes, [*counted, middleware]), tls)
+        return Site(listen, application(routes, [*counted, middleware]), tls, sockets)
 
     def on_snapshot(self, snapshot: Snapshot) -> None:
         self.view.pods = {p["metadata"]["uid"]: p for p in snapshot.pods}
@@ -206,5 +218,5 @@ class HttpWorker:
 
 def main(settings: WorkerSettings, options: HttpOptions) -> int:
     raise_fd_limit()
-    bus = WorkerBus(settings.run_dir, settings.name)
-    return serve(settings, bus, HttpWorker(options))
+    worker = HttpWorker(options, sockets=settings.sockets)  # serving before the bus is up
+    return serve(settings, WorkerBus(settings.run_dir, settings.name), worker)
