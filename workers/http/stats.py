@@ -50,8 +50,10 @@ class NodeStats:
         if latest is None:
             return None, NOT_GATHERED
         self._cache.asked(kind)
-        body = latest.body(kind) if latest.rendered(kind) else await _off_loop(
-            lambda: latest.body(kind)
+        body = (
+            latest.body(kind)
+            if latest.rendered(kind)
+            else await _off_loop(lambda: latest.body(kind))
         )
         return body, latest.gathered.error
 

@@ -7,7 +7,8 @@ from the last pass.
 Each body is rendered at most once per pass (``Pass.body``): on the housekeeping thread
 right after the pass for the bodies asked for within ``ASKED_S`` (a scraper's interval is
 up to a minute), at the first request for the others. A request that comes before the
-first pass waits for it, at most ``FIRST_WAIT_S``. A figure is thus at most one interval, plus the time a pass takes, old.
+first pass waits for it, at most ``FIRST_WAIT_S``. A figure is thus at most one interval,
+plus the time a pass takes, old.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.ipc.nodestats import cadvisor, resource
-from pkletd.ipc.nodestats.housekeeping import Gathered, Housekeeping
+from pkletd.ipc.nodestats.housekeeping import Gathered
 from pkletd.ipc.nodestats.podrefs import PodDict
 from pkletd.ipc.nodestats.summary import cpu_and_memory, format_times
 
@@ -30,6 +32,12 @@ HOUSEKEEPING_S = 10.0  # the kubelet's cAdvisor housekeeping interval
 FIRST_WAIT_S = 10.0
 ASKED_S = 120.0
 JOIN_S = 5.0
+
+
+class Gatherer(Protocol):
+    """One housekeeping pass over the pods (``nodestats.housekeeping.Housekeeping``)."""
+
+    def gather(self, pods: Iterable[PodDict]) -> Gathered: ...
 
 
 class Body(enum.Enum):
@@ -80,12 +88,14 @@ class Pass:
 class StatsCache:
     def __init__(
         self,
-        housekeeping: Housekeeping,
+        housekeeping: Gatherer,
         pods: Callable[[], Iterable[PodDict]],
         clock: Clock = SYSTEM_CLOCK,
         interval_s: float = HOUSEKEEPING_S,
+        first_wait_s: float = FIRST_WAIT_S,
     ) -> None:
         self.interval_s = interval_s
+        self.first_wait_s = first_wait_s
         self._housekeeping = housekeeping
         self._pods = pods
         self._clock = clock
@@ -100,9 +110,9 @@ class StatsCache:
     def latest(self) -> Pass | None:
         return self._latest
 
-    def first(self, timeout_s: float = FIRST_WAIT_S) -> Pass | None:
-        """The last pass, waiting for the first one at most ``timeout_s`` (blocks)."""
-        self._first.wait(timeout_s)
+    def first(self) -> Pass | None:
+        """The last pass, waiting for the first one at most ``first_wait_s`` (blocks)."""
+        self._first.wait(self.first_wait_s)
         return self._latest
 
     def asked(self, kind: Body) -> None:
