@@ -22,7 +22,9 @@ emptyDir on disk, a configMap, a gitRepo; not a memory-backed one), the files di
 its log directory and its ``etc-hosts`` file. It is what a pod's ephemeral-storage limit
 is enforced against.
 
-``usageNanoCores`` comes from ``rates.CpuRates`` (two samples; missing on the first).
+``usageNanoCores`` comes from ``rates.CpuRates`` (two samples; missing on the first). The
+volumes' and logs' ``du`` is ``trees``' (``treecache``: a fresh walk unless told
+otherwise), each with the time of its walk.
 ``only_cpu_and_memory`` (the query ``?only_cpu_and_memory=true``) leaves out all but the
 CPU and memory, as the kubelet's ``GetCPUAndMemoryStats`` does. A node whose CPU or memory
 cannot be read at all raises ``StatsUnavailable``.
