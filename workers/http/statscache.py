@@ -131,11 +131,11 @@ class StatsCache:
         """One pass, and the bodies asked for rendered; the monotonic time the next is due."""
         start = self._clock.monotonic()
         latest = Pass(self._housekeeping.gather(list(self._pods())))
-        self._latest = latest
-        self._first.set()
         for kind, when in list(self._asked.items()):
             if self._clock.monotonic() - when < ASKED_S:
                 latest.body(kind)
+        self._latest = latest  # rendered first: a request never waits for its rendering
+        self._first.set()
         return start + self.interval_s
 
     def _run(self) -> None:
