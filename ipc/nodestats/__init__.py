@@ -11,6 +11,6 @@ workers measure the node with.
 
 Underneath: ``cgroupstats`` (a cgroup's counters, v1 and v2), ``rates`` (usageNanoCores
 from two samples), ``podrefs`` (pod dicts to cgroups), ``procfs`` (node facts from
-``/proc``), ``fsusage`` (statvfs and du), ``treecache`` (du at most once a period). ``pods`` are the API pod dicts with status, as
-the http worker holds them.
+``/proc``), ``fsusage`` (statvfs and du), ``treecache`` (du at most once a period).
+``pods`` are the API pod dicts with status, as the http worker holds them.
 """

@@ -82,22 +82,23 @@ class _PassReader(CgroupReader):
 
 
 class _PassRuntime:
-    """A ``StatsRuntime`` that asks the runtime once per call kind: for one pass only."""
+    """A ``StatsRuntime`` that asks the runtime once per call kind: for one pass only. A
+    failed call answers nothing (what the Summary and the rows leave out then) and is
+    kept in ``errors``."""
 
     def __init__(self, runtime: StatsRuntime) -> None:
         self._runtime = runtime
         self._answers: dict[str, Any] = {}
+        self.errors: list[CriError] = []
 
-    def _once(self, kind: str, call: Callable[[], T]) -> T:
+    def _once(self, kind: str, call: Callable[[], list[T]]) -> list[T]:
         if kind not in self._answers:
             try:
                 self._answers[kind] = call()
             except CriError as exc:
-                self._answers[kind] = exc
-        answer = self._answers[kind]
-        if isinstance(answer, CriError):
-            raise answer
-        found: T = answer
+                self.errors.append(exc)
+                self._answers[kind] = []
+        found: list[T] = self._answers[kind]
         return found
 
     def image_fs_info(self) -> list[FilesystemUsage]:
@@ -129,6 +130,7 @@ class Housekeeping:
         self._rates = CpuRates()
         self._trees = trees if trees is not None else CachedTrees()
         self._host_root = host_root
+        self._runtime_failing = False
 
     def gather(self, pods: Iterable[PodDict]) -> Gathered:
         listed = list(pods)
@@ -151,5 +153,17 @@ class Housekeeping:
             rows = source.rows(listed)
         except OSError as exc:
             log.error("cadvisor rows unreadable error=%s", exc)
+        if runtime is not None:
+            self._runtime_said(runtime.errors)
         took = self._clock.monotonic() - start
         return Gathered(began, took, summary, error, rows, source.machine())
+
+    def _runtime_said(self, errors: list[CriError]) -> None:
+        """One line when the runtime's stats start failing, one when they come back (not
+        one per pass)."""
+        failing = bool(errors)
+        if failing and not self._runtime_failing:
+            log.warning("runtime stats failed error=%s", errors[0])
+        elif self._runtime_failing and not failing:
+            log.info("runtime stats answered again")
+        self._runtime_failing = failing

@@ -3,6 +3,7 @@ between two passes, the runtime asked once, the volumes and logs walked once a m
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -82,3 +83,23 @@ def test_a_pod_gone_is_left_out_of_the_next_pass(node: Node) -> None:
     assert only_pod(housekeeping.gather([api_pod()]).summary)["podRef"]["uid"] == UID
     gathered = housekeeping.gather([])
     assert gathered.summary is not None and gathered.summary["pods"] == []
+
+
+def test_a_failing_runtime_is_one_warning_not_one_per_pass(
+    node: Node, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="pkletd.ipc.nodestats.housekeeping")
+    runtime = FakeStatsRuntime(str(node.images), {CID: 4096})
+    housekeeping = node.housekeeping(FakeClock(), runtime)
+    runtime.fail = True  # ImageFsInfo fails, ListContainerStats answers
+    failed = housekeeping.gather([api_pod()])
+    assert failed.summary is not None and "runtime" not in failed.summary["node"]
+    assert only_pod(failed.summary)["containers"][0]["rootfs"]["usedBytes"] == 4096
+    runtime.fail = True
+    housekeeping.gather([api_pod()])
+    answered = housekeeping.gather([api_pod()])
+    assert answered.summary is not None and "imageFs" in answered.summary["node"]["runtime"]
+    lines = [r.getMessage() for r in caplog.records if r.name.endswith("housekeeping")]
+    assert len(lines) == 2
+    assert lines[0].startswith("runtime stats failed error=ImageFsInfo")
+    assert lines[1] == "runtime stats answered again"
