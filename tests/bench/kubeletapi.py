@@ -182,7 +182,6 @@ def measure(ctx: Context, agent: BenchPkletd, client: KubeletClient) -> Rounds:
     calls[FLOOR_OF["/metrics/cadvisor"]] = floor.read_cadvisor
     try:
         timed_rounds(calls, 1)  # unmeasured: the first CPU samples, warm caches
-        sizes = {p: len(client.get(p)) for p in ENDPOINTS}
         floor.cri_seconds.clear()
         assert agent.proc is not None
         named = {"http": [int(agent.workers()["http"]["pid"])], "supervisor": [agent.proc.pid]}
@@ -190,6 +189,7 @@ def measure(ctx: Context, agent: BenchPkletd, client: KubeletClient) -> Rounds:
         idle = CpuMeter(ctx.daemon, named)
         time.sleep(IDLE_S)
         idle_rate = idle.read()["cpu_http_s"] / IDLE_S
+        sizes = {p: len(client.get(p)) for p in ENDPOINTS}  # every pod in a pass by now
         meter = CpuMeter(ctx.daemon, named)
         progress(f"kubelet API: {ctx.args.api_requests} rounds of {len(calls)} calls")
         t0 = time.monotonic()
