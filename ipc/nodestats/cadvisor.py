@@ -221,6 +221,13 @@ SERIES = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class Machine:
+    labels: tuple[str, ...]  # values of MACHINE_LABELS
+    cores: int  # logical
+    memory: int | None  # bytes
+
+
 class CadvisorSource:
     """What ``/metrics/cadvisor`` reads: the cgroups, ``/proc``, the runtime, a clock."""
 
@@ -260,11 +267,10 @@ class CadvisorSource:
                 rows.append(self._row(c.cgroup, labels, now, layer=layers.get(c.id)))
         return [r for r in rows if r is not None]
 
-    def machine(self) -> tuple[tuple[str, ...], int, int | None]:
-        """(machine label values, logical cores, memory bytes)."""
+    def machine(self) -> Machine:
         ids = procfs.machine_ids(self.host_root)
         memory = procfs.meminfo(self.proc).get("MemTotal")
-        return tuple(ids[k] for k in MACHINE_LABELS), os.cpu_count() or 1, memory
+        return Machine(tuple(ids[k] for k in MACHINE_LABELS), os.cpu_count() or 1, memory)
 
     def _node_cgroups(self) -> list[str]:
         return ["/", *(name for name in podrefs.QOS_PARENTS if self.cgroups.exists(name))]
@@ -296,17 +302,15 @@ class CadvisorSource:
 
 
 class CadvisorCollector(Collector):
-    def __init__(self, source: CadvisorSource, pods: Iterable[PodDict]) -> None:
-        self._source = source
-        self._pods = list(pods)
+    """The rows read (None: they could not be read) and the machine, as cAdvisor's
+    Prometheus collector shows them."""
+
+    def __init__(self, rows: list[Row] | None, machine: Machine) -> None:
+        self._rows = rows
+        self._machine = machine
 
     def collect(self) -> Iterator[Metric]:
-        error = 0.0
-        try:
-            rows = self._source.rows(self._pods)
-        except OSError as exc:
-            log.error("cadvisor metrics failed error=%s", exc)
-            rows, error = [], 1.0
+        rows, error = (self._rows, 0.0) if self._rows is not None else ([], 1.0)
         for series in SERIES:
             family = _family(series)
             for row in rows:
@@ -314,7 +318,7 @@ class CadvisorCollector(Collector):
                 for extra, value in series.values(row):
                     family.add_metric([*row.labels, *extra], value, timestamp=timestamp)
             yield family
-        yield from _machine(self._source)
+        yield from _machine(self._machine)
         scrape = GaugeMetricFamily(
             "container_scrape_error",
             "1 if there was an error while getting container metrics, 0 otherwise",
@@ -330,8 +334,8 @@ def _family(series: Series) -> CounterMetricFamily | GaugeMetricFamily:
     return GaugeMetricFamily(series.name, series.help, labels=labels)
 
 
-def _machine(source: CadvisorSource) -> Iterator[Metric]:
-    labels, cores, memory = source.machine()
+def _machine(machine: Machine) -> Iterator[Metric]:
+    labels, cores, memory = machine.labels, machine.cores, machine.memory
     family = GaugeMetricFamily(
         "machine_cpu_cores", "Number of logical CPU cores.", labels=MACHINE_LABELS
     )
@@ -347,8 +351,9 @@ def _machine(source: CadvisorSource) -> Iterator[Metric]:
         yield family
 
 
-def cadvisor_metrics(source: CadvisorSource, pods: Iterable[PodDict]) -> str:
-    """The body of ``/metrics/cadvisor`` (content type ``CONTENT_TYPE``)."""
+def cadvisor_metrics(rows: list[Row] | None, machine: Machine) -> str:
+    """The body of ``/metrics/cadvisor`` (content type ``CONTENT_TYPE``) from what
+    ``CadvisorSource`` read: its rows (None: reading them failed) and the machine."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(CadvisorCollector(source, pods))
+    registry.register(CadvisorCollector(rows, machine))
     return generate_latest(registry).decode()

@@ -1,13 +1,13 @@
 """``usageNanoCores``: CPU usage as a rate, from two samples of a cumulative counter.
 
 The kubelet's cAdvisor keeps the samples of its housekeeping and reports the rate between
-the last two; the kubelet's CRI stats provider keeps the last sample per container and
-computes the rate against it on the next request. pkletd does the latter: the first
-request for a cgroup gives no rate (the field is left out, as the kubelet leaves it out),
-each later one the rate since the previous sample. A request within ``min_window_s`` of the
-sample it would be compared with gets the previous rate again, so two scrapers close
-together do not turn each other's rate into noise. Counters that went backwards (the
-cgroup was made anew under the same name) start over.
+the last two. pkletd does the same: the http worker's housekeeping (``housekeeping``)
+samples every cgroup once per pass, so the first pass that sees a cgroup gives no rate
+(the field is left out, as the kubelet leaves it out), each later one the rate since the
+previous pass. A sample within ``min_window_s`` of the one it would be compared with (a
+pass run early, when the pods became known) gets the previous rate again and is not
+kept, so the rate never spans a sliver of time. Counters that went backwards (the cgroup
+was made anew under the same name) start over.
 """
 
 from __future__ import annotations

@@ -4,23 +4,20 @@ scrapes for ``kubectl top`` and the HPA.
 The kubelet's ``resourceMetricsCollector`` over its CPU-and-memory summary, with its
 names, help, labels (``container``, ``pod``, ``namespace``) and timestamps: each usage
 sample carries the time it was read (milliseconds), ``container_start_time_seconds`` and
-``resource_scrape_error`` carry none. Through ``prometheus_client``, with a registry of
-its own per request (no global state).
+``resource_scrape_error`` carry none. Rendered from a raw Summary (``nodestats.summary``;
+its CPU and memory are all it reads), or from None when the node's stats could not be read
+(``resource_scrape_error`` 1). Through ``prometheus_client``, with a registry of its own
+per rendering (no global state).
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-from pkletd.ipc.nodestats.podrefs import PodDict
-from pkletd.ipc.nodestats.summary import StatsUnavailable, SummaryProvider
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
-
-log = logging.getLogger(__name__)
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 CONTAINER_LABELS = ("container", "pod", "namespace")
@@ -37,17 +34,14 @@ def _help(text: str) -> str:
 class ResourceCollector(Collector):
     """One scrape: the summary's CPU and memory as the kubelet's resource metrics."""
 
-    def __init__(self, provider: SummaryProvider, pods: Iterable[PodDict]) -> None:
-        self._provider = provider
-        self._pods = list(pods)
+    def __init__(self, summary: dict[str, Any] | None) -> None:
+        self._summary = summary
 
     def collect(self) -> Iterator[Metric]:
         families = _families()
         error = 0.0
-        try:
-            summary = self._provider.raw_summary(self._pods, only_cpu_and_memory=True)
-        except (StatsUnavailable, OSError) as exc:
-            log.error("resource metrics failed error=%s", exc)
+        summary = self._summary
+        if summary is None:
             error = 1.0
         else:
             _add_node(families, summary["node"])
@@ -133,8 +127,9 @@ def _add_pod(families: dict[str, Family], pod: dict[str, Any]) -> None:
     _add_usage(families, "pod", pod, [ref["name"], ref["namespace"]])
 
 
-def resource_metrics(provider: SummaryProvider, pods: Iterable[PodDict]) -> str:
-    """The body of ``/metrics/resource`` (content type ``CONTENT_TYPE``)."""
+def resource_metrics(summary: dict[str, Any] | None) -> str:
+    """The body of ``/metrics/resource`` (content type ``CONTENT_TYPE``) from a raw
+    Summary; None: the node could not be read."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ResourceCollector(provider, pods))
+    registry.register(ResourceCollector(summary))
     return generate_latest(registry).decode()

@@ -22,7 +22,9 @@ emptyDir on disk, a configMap, a gitRepo; not a memory-backed one), the files di
 its log directory and its ``etc-hosts`` file. It is what a pod's ephemeral-storage limit
 is enforced against.
 
-``usageNanoCores`` comes from ``rates.CpuRates`` (two samples; missing on the first).
+``usageNanoCores`` comes from ``rates.CpuRates`` (two samples; missing on the first). The
+volumes' and logs' ``du`` is ``trees``' (``treecache``: a fresh walk unless told
+otherwise), each with the time of its walk.
 ``only_cpu_and_memory`` (the query ``?only_cpu_and_memory=true``) leaves out all but the
 CPU and memory, as the kubelet's ``GetCPUAndMemoryStats`` does. A node whose CPU or memory
 cannot be read at all raises ``StatsUnavailable``.
@@ -43,6 +45,7 @@ from pkletd.ipc.nodestats.cgroupstats import CgroupReader, CgroupSample, MemoryU
 from pkletd.ipc.nodestats.nodememory import node_memory
 from pkletd.ipc.nodestats.podrefs import ContainerRef, PodDict, PodRef
 from pkletd.ipc.nodestats.rates import CpuRates
+from pkletd.ipc.nodestats.treecache import FreshTrees, Trees
 from pkletd.ipc.runtime.cri import ContainerStatsInfo, CriError, FilesystemUsage
 
 log = logging.getLogger(__name__)
@@ -115,6 +118,7 @@ class SummaryProvider:
         clock: Clock = SYSTEM_CLOCK,
         rates: CpuRates | None = None,
         csi: CsiVolumeSource | None = None,
+        trees: Trees | None = None,
     ) -> None:
         self.paths = paths
         self.cgroups = cgroups
@@ -122,6 +126,7 @@ class SummaryProvider:
         self.clock = clock
         self.rates = rates if rates is not None else CpuRates()
         self.csi = csi  # None: the CSI volumes have no stats
+        self.trees = trees if trees is not None else FreshTrees()  # du of volumes and logs
 
     def summary(self, pods: Iterable[PodDict], only_cpu_and_memory: bool = False) -> Json:
         """The Summary as the kubelet serves it (times in RFC 3339)."""
@@ -279,7 +284,7 @@ class SummaryProvider:
 
     def _logs(self, pod: PodRef, ref: ContainerRef, time: float) -> Json | None:
         directory = self.paths.pod_logs_dir / f"{pod.namespace}_{pod.name}_{pod.uid}" / ref.name
-        return _tree_stats(directory, time)
+        return self._tree_stats(directory, time)
 
     def _volumes(self, ref: PodRef, time: float) -> list[Json]:
         """The VolumeStats of each volume directory of the pod; a CSI volume's are its
@@ -293,7 +298,7 @@ class SummaryProvider:
             if plugin_dir.name == csivolumes.PLUGIN_DIR:
                 continue
             for volume in sorted(_subdirs(plugin_dir)):
-                stats = _tree_stats(volume, time)
+                stats = self._tree_stats(volume, time)
                 if stats is not None:
                     found.append({**stats, "name": volume.name})
         return found + csi
@@ -307,8 +312,17 @@ class SummaryProvider:
         except OSError:
             files = []
         files.append(self.paths.root_dir / "pods" / ref.uid / ETC_HOSTS)
-        found = (_tree_stats(path, time) for path in files)
+        found = (self._tree_stats(path, time) for path in files)
         return [stats for stats in found if stats is not None]
+
+    def _tree_stats(self, path: Path, time: float) -> Json | None:
+        """FsStats of what a file or a directory tree uses, at the time it was walked;
+        None if it is not there."""
+        walked = self.trees.measure(path, time)
+        if walked is None:
+            return None
+        used = walked.usage
+        return fsusage.part_stats(walked.time, fsusage.capacity(path), used.used, used.inodes)
 
     def _ephemeral(self, time: float, parts: list[Json]) -> Json:
         """The pod's ephemeral storage: the sum of its parts."""
@@ -331,6 +345,26 @@ class SummaryProvider:
             s.id: s.writable_layer for s in stats if s.writable_layer is not None
         }
         return _RuntimeFacts(image_fs[0] if image_fs else None, layers)
+
+
+NODE_CPU_AND_MEMORY = ("nodeName", "systemContainers", "startTime", "cpu", "memory")
+POD_CPU_AND_MEMORY = ("podRef", "startTime", "containers", "cpu", "memory")
+CONTAINER_CPU_AND_MEMORY = ("name", "startTime", "cpu", "memory")
+
+
+def cpu_and_memory(raw: Json) -> Json:
+    """A full Summary cut to what ``only_cpu_and_memory`` serves (the kubelet's
+    ``GetCPUAndMemoryStats``): the same figures, nothing else."""
+
+    def keep(stats: Json, keys: tuple[str, ...]) -> Json:
+        return {k: stats[k] for k in keys if k in stats}
+
+    pods = []
+    for pod in raw["pods"]:
+        cut = keep(pod, POD_CPU_AND_MEMORY)
+        cut["containers"] = [keep(c, CONTAINER_CPU_AND_MEMORY) for c in pod["containers"]]
+        pods.append(cut)
+    return {"node": keep(raw["node"], NODE_CPU_AND_MEMORY), "pods": pods}
 
 
 def format_times(value: Any, key: str = "") -> Any:
@@ -403,14 +437,6 @@ def local_ephemeral_volumes(spec: PodDict) -> frozenset[str]:
         if on_disk or volume.get("configMap") is not None or volume.get("gitRepo") is not None:
             found.add(str(volume.get("name", "")))
     return frozenset(found)
-
-
-def _tree_stats(path: Path, time: float) -> Json | None:
-    """FsStats of what a file or a directory tree uses; None if it is not there."""
-    used = fsusage.tree_usage(path)
-    if used is None:
-        return None
-    return fsusage.part_stats(time, fsusage.capacity(path), used.used, used.inodes)
 
 
 def _subdirs(top: Path) -> list[Path]:

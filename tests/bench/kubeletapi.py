@@ -23,6 +23,11 @@ the same one. p50 and p99 (linear interpolation) of each. Two baselines:
   endpoints, their sources read raw and nothing made of them (``statsfloor``). The
   endpoint's own cost as a ratio to it.
 
+CPU: the http worker's over the rounds, per request; and, since the worker gathers the
+stats in housekeeping passes (every 10 s, whether asked or not), its CPU over an idle
+window of ``IDLE_S`` before the rounds (no request: the housekeeping's own cost per
+second), and the requests' own share: the rounds' CPU less that rate over their wall time.
+
 Memory: PSS and RSS of the ``pkletd: http`` worker (its pid from ``pkletd status``), from
 ``/proc/<pid>/smaps_rollup``: with no pod, after a few requests to each endpoint, and with
 the pods, after the rounds; against each other and against the supervisor's PSS then. The
@@ -67,6 +72,7 @@ FLOOR_OF = {
     "/metrics/cadvisor": "the sources of cAdvisor's metrics read raw",
 }
 WARM_ROUNDS = 3  # requests to each endpoint before the no-pod memory reading
+IDLE_S = 30.0  # the http worker's idle window: three housekeeping passes
 KUBELET_RSS_MB = {10: 200, 100: 300}  # the kubelet's published limits, pods -> MiB
 Times = dict[str, list[float]]
 Quantiles = dict[str, tuple[float, float]]  # name -> (p50, p99)
@@ -161,6 +167,8 @@ class Rounds:
     cpu: dict[str, float]  # CpuMeter's figures over the rounds
     sizes: dict[str, int]  # bytes of each endpoint's body
     cri_seconds: list[float]  # the floors' CRI calls, each pass
+    wall_s: float  # the rounds' wall time
+    idle_cpu_per_s: float  # the http worker's CPU per second with no request
 
 
 def measure(ctx: Context, agent: BenchPkletd, client: KubeletClient) -> Rounds:
@@ -174,14 +182,20 @@ def measure(ctx: Context, agent: BenchPkletd, client: KubeletClient) -> Rounds:
     calls[FLOOR_OF["/metrics/cadvisor"]] = floor.read_cadvisor
     try:
         timed_rounds(calls, 1)  # unmeasured: the first CPU samples, warm caches
-        sizes = {p: len(client.get(p)) for p in ENDPOINTS}
         floor.cri_seconds.clear()
         assert agent.proc is not None
         named = {"http": [int(agent.workers()["http"]["pid"])], "supervisor": [agent.proc.pid]}
+        progress(f"kubelet API: the http worker idle for {IDLE_S:.0f} s")
+        idle = CpuMeter(ctx.daemon, named)
+        time.sleep(IDLE_S)
+        idle_rate = idle.read()["cpu_http_s"] / IDLE_S
+        sizes = {p: len(client.get(p)) for p in ENDPOINTS}  # every pod in a pass by now
         meter = CpuMeter(ctx.daemon, named)
         progress(f"kubelet API: {ctx.args.api_requests} rounds of {len(calls)} calls")
+        t0 = time.monotonic()
         times = timed_rounds(calls, ctx.args.api_requests)
-        return Rounds(times, meter.read(), sizes, floor.cri_seconds)
+        wall = time.monotonic() - t0
+        return Rounds(times, meter.read(), sizes, floor.cri_seconds, wall, idle_rate)
     finally:
         floor.close()
 
@@ -248,11 +262,22 @@ def report(ctx: Context, rounds: Rounds) -> None:
     cri50 = percentile(rounds.cri_seconds, 50)
     requests = ctx.args.api_requests * len(ENDPOINTS)
     http_cpu = rounds.cpu["cpu_http_s"] / requests
+    own_cpu = max(rounds.cpu["cpu_http_s"] - rounds.idle_cpu_per_s * rounds.wall_s, 0.0)
     print(
         f"  of the stats floors, the CRI calls (ListContainerStats, ImageFsInfo): p50 "
         f"{ms(cri50)}; http worker CPU per request {ms(http_cpu)} {cpu_line(rounds.cpu)}"
     )
-    figures |= {"kubeletapi_floor_cri_p50_s": cri50, "kubeletapi_http_cpu_per_request_s": http_cpu}
+    print(
+        f"  http worker CPU idle (housekeeping alone) {ms(rounds.idle_cpu_per_s)} per second; "
+        f"the requests' own, less that over the rounds' {rounds.wall_s:.0f} s: "
+        f"{ms(own_cpu / requests)} per request"
+    )
+    figures |= {
+        "kubeletapi_floor_cri_p50_s": cri50,
+        "kubeletapi_http_cpu_per_request_s": http_cpu,
+        "kubeletapi_http_idle_cpu_per_s": rounds.idle_cpu_per_s,
+        "kubeletapi_http_own_cpu_per_request_s": own_cpu / requests,
+    }
     ctx.figures.update(figures | {f"kubeletapi_{k}": v for k, v in rounds.cpu.items()})
 
 

@@ -1,70 +1,81 @@
 """``/stats/summary``, ``/metrics/resource`` and ``/metrics/cadvisor``: the node stats
-(``pkletd.ipc.nodestats``) served over the http worker's routes.
+(``pkletd.ipc.nodestats``) served over the http worker's routes, from the last
+housekeeping pass (``statscache``).
 
-Reading cgroups, ``/proc`` and the runtime blocks, so each request runs its read on a
-thread of the event loop's executor; the handlers only pick the pods the worker holds
-now and turn the result into a response. One ``SummaryProvider`` serves the summary
-and the resource metrics, so both share its CPU samples (usageNanoCores needs two). The
-CSI volumes' figures come measured already (``volumestats``).
+A body already rendered is written at once; one not yet rendered for this pass is
+rendered on a thread of the event loop's executor, as is the wait for the first pass.
+The CSI volumes' figures come measured already (``volumestats``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TypeVar
 
 from aiohttp import web
 from pkletd.ipc.nodestats import cadvisor, resource
-from pkletd.ipc.nodestats.cadvisor import CadvisorSource
 from pkletd.ipc.nodestats.cgroupstats import CgroupReader
-from pkletd.ipc.nodestats.summary import (
-    CsiVolumeSource,
-    NodePaths,
-    StatsUnavailable,
-    SummaryProvider,
-)
+from pkletd.ipc.nodestats.housekeeping import Housekeeping
+from pkletd.ipc.nodestats.summary import CsiVolumeSource, NodePaths
 from pkletd.ipc.runtime.cri import CriRuntime
+from pkletd.workers.http.statscache import Body, StatsCache
 from pkletd.workers.http.view import NodeView
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+JSON = "application/json"
+NOT_GATHERED = "the node's stats have not been gathered yet"
+
+
+def stats_cache(
+    view: NodeView, paths: NodePaths, runtime: CriRuntime, csi: CsiVolumeSource
+) -> StatsCache:
+    """The housekeeping of this node's stats (not started)."""
+    housekeeping = Housekeeping(paths, CgroupReader(), runtime, csi)
+    return StatsCache(housekeeping, lambda: list(view.pods.values()))
+
 
 class NodeStats:
-    def __init__(self, view: NodeView, summary: SummaryProvider, source: CadvisorSource) -> None:
-        self._view = view
-        self._summary = summary
-        self._source = source
+    def __init__(self, cache: StatsCache) -> None:
+        self._cache = cache
 
-    @classmethod
-    def of_node(
-        cls, view: NodeView, paths: NodePaths, runtime: CriRuntime, csi: CsiVolumeSource
-    ) -> NodeStats:
-        cgroups = CgroupReader()
-        summary = SummaryProvider(paths, cgroups, runtime, csi=csi)
-        return cls(view, summary, CadvisorSource(cgroups, runtime))
+    async def _body(self, kind: Body) -> tuple[bytes | None, str]:
+        """The body of the last pass, and why there is none."""
+        latest = self._cache.latest
+        if latest is None:
+            latest = await _off_loop(self._cache.first)
+        if latest is None:
+            return None, NOT_GATHERED
+        self._cache.asked(kind)
+        body = (
+            latest.body(kind)
+            if latest.rendered(kind)
+            else await _off_loop(lambda: latest.body(kind))
+        )
+        return body, latest.gathered.error
 
     async def summary(self, request: web.Request) -> web.Response:
         only = request.query.get("only_cpu_and_memory") == "true"
-        pods = list(self._view.pods.values())
-        try:
-            found = await _off_loop(lambda: self._summary.summary(pods, only))
-        except StatsUnavailable as exc:
-            return web.Response(status=500, text=f"Internal Error: {exc}\n")
-        return web.Response(text=json.dumps(found), content_type="application/json")
+        body, error = await self._body(Body.SUMMARY_CPU_AND_MEMORY if only else Body.SUMMARY)
+        if body is None:
+            return web.Response(status=500, text=f"Internal Error: {error}\n")
+        return web.Response(body=body, content_type=JSON)
 
     async def resource_metrics(self, request: web.Request) -> web.Response:
-        pods = list(self._view.pods.values())
-        text = await _off_loop(lambda: resource.resource_metrics(self._summary, pods))
-        return web.Response(body=text.encode(), headers={"Content-Type": resource.CONTENT_TYPE})
+        return await self._metrics(Body.RESOURCE, resource.CONTENT_TYPE)
 
     async def cadvisor_metrics(self, request: web.Request) -> web.Response:
-        pods = list(self._view.pods.values())
-        text = await _off_loop(lambda: cadvisor.cadvisor_metrics(self._source, pods))
-        return web.Response(body=text.encode(), headers={"Content-Type": cadvisor.CONTENT_TYPE})
+        return await self._metrics(Body.CADVISOR, cadvisor.CONTENT_TYPE)
+
+    async def _metrics(self, kind: Body, content_type: str) -> web.Response:
+        body, error = await self._body(kind)
+        if body is None:
+            return web.Response(status=500, text=f"Internal Error: {error}\n")
+        return web.Response(body=body, headers={"Content-Type": content_type})
 
 
-async def _off_loop(read: Callable[[], Any]) -> Any:
-    return await asyncio.get_running_loop().run_in_executor(None, read)
+async def _off_loop(call: Callable[[], T]) -> T:
+    return await asyncio.get_running_loop().run_in_executor(None, call)

@@ -1,6 +1,7 @@
 """The http worker process: the lifecycle (snapshot, broadcasts, heartbeats) on the main
-thread, the servers (``server.py``) on their own thread, the CSI volumes' stats measured
-on another (``volumestats.py``), the node's state between them (``view.py``)."""
+thread, the servers (``server.py``) on their own thread, the node's stats gathered on
+another (``statscache.py``, the housekeeping) and the CSI volumes' stats on a fourth
+(``volumestats.py``), the node's state between them (``view.py``)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ from pkletd.workers.http.reportcollector import usable
 from pkletd.workers.http.reviews import ApiReviewer, NoApiServer, Reviewer
 from pkletd.workers.http.routes import TABLES, Handlers, application
 from pkletd.workers.http.server import HttpServer, Limits, Site, raise_fd_limit
-from pkletd.workers.http.stats import NodeStats
+from pkletd.workers.http.stats import NodeStats, stats_cache
 from pkletd.workers.http.streaming import Streaming
 from pkletd.workers.http.tlscontext import TlsError, server_context
 from pkletd.workers.http.view import NodeView
@@ -133,17 +134,19 @@ class HttpWorker:
             self.view, VolumeStatsCollector(volumes) if volumes is not None else None
         )
         paths = NodePaths(options.node_name, Path(options.root_dir), Path(options.pod_logs_dir))
+        self._stats = stats_cache(self.view, paths, self._runtime, volumes or VolumeStatsOff())
         handlers = Handlers(
             self._metrics,
             Endpoints(self.view, options.configz),
             ContainerLogs(self.view, options.pod_logs_dir),
             NodeLogs(options.node_log_dir),
-            NodeStats.of_node(self.view, paths, self._runtime, volumes or VolumeStatsOff()),
+            NodeStats(self._stats),
             Streaming(self.view, self._runtime, options.streaming_idle_timeout),
         )
         sites = [site for x in options.listens if (site := self._site(x, handlers)) is not None]
         self.server = HttpServer(sites, limits)
         self.server.start(wait=SERVING_WAIT_S)
+        self._stats.start()
         if self._volumes is not None:
             self._volumes.start()
 
@@ -171,6 +174,7 @@ class HttpWorker:
         self.view.csi_drivers = dict(snapshot.csi_drivers)
         self.view.parent_seen = self.view.clock.monotonic()
         self._volumes_changed()
+        self._stats.poke()
 
     def on_broadcast(self, message: Message) -> None:
         self.view.parent_seen = self.view.clock.monotonic()
@@ -207,6 +211,7 @@ class HttpWorker:
 
     def close(self) -> None:
         self.server.close()
+        self._stats.close()
         if self._volumes is not None:
             self._volumes.close()
         self._runtime.close()

@@ -10,7 +10,9 @@ from typing import Any
 from pkletd.ipc.clock import FakeClock
 from pkletd.ipc.csi.client import CsiError, VolumeStats
 from pkletd.ipc.nodestats.cgroupstats import CgroupReader
+from pkletd.ipc.nodestats.housekeeping import Housekeeping
 from pkletd.ipc.nodestats.summary import NodePaths, SummaryProvider
+from pkletd.ipc.nodestats.treecache import CachedTrees
 from pkletd.ipc.runtime.cri import ContainerID, ContainerStatsInfo, CriError, FilesystemUsage
 
 NODE = "node-a"
@@ -196,15 +198,29 @@ class Node:
     def reader(self) -> CgroupReader:
         return CgroupReader(self.mount, v2=self.v2)
 
-    def provider(self, clock: FakeClock, runtime: Any = None) -> SummaryProvider:
-        paths = NodePaths(
+    def paths(self) -> NodePaths:
+        return NodePaths(
             node_name=NODE,
             root_dir=self.root_dir,
             pod_logs_dir=self.pod_logs,
             proc=self.proc,
             system_cgroups={"pods": "/kubepods"},
         )
-        return SummaryProvider(paths, self.reader(), runtime=runtime, clock=clock)
+
+    def provider(self, clock: FakeClock, runtime: Any = None) -> SummaryProvider:
+        return SummaryProvider(self.paths(), self.reader(), runtime=runtime, clock=clock)
+
+    def housekeeping(
+        self, clock: FakeClock, runtime: Any = None, du_period_s: float = 60.0
+    ) -> Housekeeping:
+        return Housekeeping(
+            self.paths(),
+            self.reader(),
+            runtime,
+            clock=clock,
+            trees=CachedTrees(du_period_s),
+            host_root=self.base,
+        )
 
 
 def api_pod(phase: str = "Running", name: str = "web", uid: str = UID) -> dict[str, Any]:

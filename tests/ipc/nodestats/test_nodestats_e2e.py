@@ -70,7 +70,7 @@ def test_real_cgroups_of_a_running_pod(pkletd: Pkletd) -> None:
         assert later["rootfs"]["usedBytes"] >= 0  # the writable layer, from CRI
         assert later["logs"]["usedBytes"] >= 0
 
-        text = resource.resource_metrics(provider, [pod])
+        text = resource.resource_metrics(provider.raw_summary([pod], only_cpu_and_memory=True))
         cpu = [
             s
             for f in text_string_to_metric_families(text)
@@ -79,7 +79,8 @@ def test_real_cgroups_of_a_running_pod(pkletd: Pkletd) -> None:
         ]
         assert cpu and cpu[0].value * 1e9 > start_ns
 
-        cadvisor = cadvisor_metrics(CadvisorSource(CgroupReader(), runtime), [pod])
+        source = CadvisorSource(CgroupReader(), runtime)
+        cadvisor = cadvisor_metrics(source.rows([pod]), source.machine())
         container_id = pod["status"]["containerStatuses"][0]["containerID"].split("://")[1]
         assert f"/pod{uid}/{container_id}" in cadvisor
     finally:

@@ -49,8 +49,13 @@ def series_line(text: str, name: str) -> list[str]:
 # --- /metrics/resource -----------------------------------------------------------------------
 
 
+def resource_text(node: Node) -> str:
+    provider = node.provider(FakeClock(wall=NOW))
+    return resource.resource_metrics(provider.raw_summary([api_pod()], only_cpu_and_memory=True))
+
+
 def test_resource_metrics_carry_metrics_servers_names_labels_and_timestamps(node: Node) -> None:
-    text = resource.resource_metrics(node.provider(FakeClock(wall=NOW)), [api_pod()])
+    text = resource_text(node)
     found = samples(text)
     [node_cpu] = found["node_cpu_usage_seconds_total"]
     assert node_cpu.value == 50.0 and node_cpu.labels == {}
@@ -76,7 +81,7 @@ def test_resource_text_is_what_metrics_servers_parser_matches(node: Node) -> Non
     """metrics-server matches a series by its name followed by '{' or a space, finds the
     labels by their `name="` prefixes and reads the timestamp in milliseconds; the labels
     come sorted, as the kubelet's Go client writes them."""
-    text = resource.resource_metrics(node.provider(FakeClock(wall=NOW)), [api_pod()])
+    text = resource_text(node)
     assert series_line(text, "node_cpu_usage_seconds_total") == [
         "node_cpu_usage_seconds_total 50.0 1700000000000"
     ]
@@ -94,7 +99,9 @@ def test_resource_scrape_error_when_the_node_cannot_be_read(tmp_path: Path) -> N
     node = Node(tmp_path)
     (node.proc / "meminfo").unlink()
     (node.proc / "stat").write_text("")
-    found = samples(resource.resource_metrics(node.provider(FakeClock()), [api_pod()]))
+    gathered = node.housekeeping(FakeClock()).gather([api_pod()])
+    assert gathered.summary is None and "could not be read" in gathered.error
+    found = samples(resource.resource_metrics(gathered.summary))
     assert found["resource_scrape_error"][0].value == 1.0
     assert "node_cpu_usage_seconds_total" not in found
 
@@ -104,7 +111,7 @@ def test_resource_scrape_error_when_the_node_cannot_be_read(tmp_path: Path) -> N
 
 def cadvisor_text(node: Node, runtime: FakeStatsRuntime | None = None) -> str:
     source = CadvisorSource(node.reader(), runtime, FakeClock(wall=NOW), node.proc, node.base)
-    return cadvisor_metrics(source, [api_pod()])
+    return cadvisor_metrics(source.rows([api_pod()]), source.machine())
 
 
 def by_id(found: dict[str, list[Sample]], name: str) -> dict[str, Sample]:

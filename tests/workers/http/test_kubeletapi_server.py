@@ -570,7 +570,9 @@ def test_garbage_on_the_socket_is_a_400_and_no_log_line(
             sock.sendall(request_bytes)
             assert sock.recv(1024).split(b"\r\n")[0].endswith(b" 400 Bad Request")
         assert served.admin("/pods").status == 200
-    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    # the stats housekeeping runs without requests, and this worker has no runtime to ask
+    served_lines = [r for r in caplog.records if not r.name.startswith("pkletd.ipc.nodestats")]
+    assert [r.getMessage() for r in served_lines if r.levelno >= logging.WARNING] == []
 
 
 def test_json_of_pods_is_valid_for_many_pods(tmp_path: Path) -> None:
