@@ -64,6 +64,7 @@ log = logging.getLogger(__name__)
 
 RECLAIM_WAIT_S = 120.0  # how long a node-level reclaim may take before the round goes on
 POD_CLEANUP_S = 30.0  # the kubelet's podCleanupTimeout
+LIVE_STATES = ("running", "ready")  # a container's and a sandbox's, as PLEG keys them
 # a reclaim is done once both collections it runs were carried out, as the kubelet runs
 # container GC, then image GC, before it measures again
 RECLAIMS = frozenset({GarbageKind.CONTAINERS, GarbageKind.IMAGES})
@@ -148,6 +149,7 @@ class EvictionWorker:
         self._clock = clock
         self._manager = Manager(options.thresholds, options.transition_s)
         self._pods: dict[str, PodDict] = {}
+        self._objects: dict[str, dict[str, str]] = {}  # a pod's runtime objects, last synced
         self._started = False
         self._phase = Phase.WAITING
         self._due = 0.0
@@ -178,10 +180,14 @@ class EvictionWorker:
 
     def on_broadcast(self, message: Message) -> None:
         if isinstance(message, PodStatusUpdated):
-            self._pods[message.pod["metadata"]["uid"]] = message.pod
+            uid = message.pod["metadata"]["uid"]
+            self._pods[uid] = message.pod
+            if message.containers:  # what a sync found (an exit shown first has none)
+                self._objects[uid] = message.containers
             self._check_cleanup()
         elif isinstance(message, PodForgotten):
             self._pods.pop(message.uid, None)
+            self._objects.pop(message.uid, None)
             if message.uid == self._evicting:
                 self._next_round(self._clock.monotonic())
         elif isinstance(message, GarbageCollected) and message.reclaim:
@@ -372,9 +378,19 @@ class EvictionWorker:
                 return
             self._evicting = fresh[0]
             self._due = self._clock.monotonic() + POD_CLEANUP_S
-        pod = self._pods.get(self._evicting)
-        if pod is None or not _running(pod):
+        if self._cleaned_up(self._evicting):
             self._next_round(self._clock.monotonic())
+
+    def _cleaned_up(self, uid: str) -> bool:
+        """The kubelet's ``podResourcesAreReclaimed``: no container running, and the sync
+        that stopped them has also stopped its sandbox and torn its volumes down (its
+        runtime objects show nothing running or ready; an exit the parent showed before
+        that sync does not count)."""
+        pod = self._pods.get(uid)
+        if pod is None:
+            return True
+        objects = self._objects.get(uid, {"?": "running"})
+        return not _running(pod) and not any(s in LIVE_STATES for s in objects.values())
 
     def _wait(self, now: float) -> None:
         self._target = None

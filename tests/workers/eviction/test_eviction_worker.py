@@ -50,6 +50,9 @@ class Usage:
         return {"node": {}, "pods": self.pods}
 
 
+STOPPED = {"sandbox:s1": "notready", "c1": "exited"}  # what the killing sync found
+
+
 def reading(signal: Signal, available: int, capacity: int, dedicated: bool = False) -> Reading:
     return Reading({signal: Observation(available, capacity, 0.0)}, dedicated)
 
@@ -131,7 +134,11 @@ def test_memory_pressure_asks_the_parent_to_evict(closing: Any) -> None:
     # the parent evicts b: the next round waits for its containers to stop
     worker.on_broadcast(PodStatusUpdated(api_pod("b", "Failed", "Evicted")))
     assert worker.tick(clock.mono) == clock.mono + 30.0
+    # its exit shown first, before the sync that stops its sandbox and frees its volumes
     worker.on_broadcast(PodStatusUpdated(api_pod("b", "Failed", "Evicted", running=False)))
+    worker.tick(clock.mono)
+    assert worker._phase is Phase.EVICTING
+    worker.on_broadcast(PodStatusUpdated(api_pod("b", "Failed", "Evicted", running=False), STOPPED))
     worker.tick(clock.mono)
     assert worker._phase is Phase.READING  # at once, as the kubelet after a cleanup
 
@@ -218,7 +225,7 @@ def test_a_restarted_worker_waits_for_a_pod_still_being_evicted(closing: Any) ->
     worker.on_snapshot(Snapshot(0, [stopping, api_pod("b")], {}))
     assert worker.tick(clock.mono) == clock.mono + 30.0  # no round until a has stopped
     assert bus.sent == []
-    worker.on_broadcast(PodStatusUpdated(api_pod("a", "Failed", "Evicted", running=False)))
+    worker.on_broadcast(PodStatusUpdated(api_pod("a", "Failed", "Evicted", running=False), STOPPED))
     settle(worker, clock)
     assert bus.kinds()[0] == "SignalsObserved"
 
