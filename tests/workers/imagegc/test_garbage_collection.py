@@ -177,7 +177,7 @@ def test_container_gc_keeps_the_dead_containers_the_policy_and_the_status_want(
     pkletd.put("goner", pod_manifest("goner"))
     pkletd.start()
     goner = pkletd.wait_running("goner")
-    pod = wait_for("three instances, the last dead", lambda: waiting_after(pkletd, 2), timeout=60)
+    pod = wait_for("three instances, the last dead", lambda: waiting_after(pkletd, 2), timeout=120)
     uid = pod["uid"]
     logs = pkletd.pod_logs / f"default_crasher-{NODE}_{uid}" / "c0"
 
