@@ -38,7 +38,12 @@ def node(pkletd: Pkletd, apiserver: ApiServer) -> Iterator[Pkletd]:
 
 
 @pytest.fixture
-def driver(node: Pkletd, kube: Kube, tmp_path: Path) -> Iterator[CsiDriverProcess]:
+def driver(node: Pkletd, tmp_path: Path) -> Iterator[CsiDriverProcess]:
+    yield from registered_driver(node, tmp_path)
+
+
+def registered_driver(node: Pkletd, tmp_path: Path) -> Iterator[CsiDriverProcess]:
+    """The test driver, started and registered on ``node``; stopped after."""
     config = DriverConfig.for_kubelet(
         node.root_dir, DRIVER, "hostpath-1", tmp_path / "data", tmp_path / "calls.jsonl"
     )

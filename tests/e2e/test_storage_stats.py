@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.test_storage import CLAIMED, DRIVER, claim, csi_driver, node_has_driver, pod, volume
+from tests.e2e.test_storage import CLAIMED, claim, csi_driver, pod, registered_driver, volume
 from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube
-from tests.harness.csidriver import CsiDriverProcess, DriverConfig
+from tests.harness.csidriver import CsiDriverProcess
 from tests.harness.node import NODE, Pkletd, join, wait_for
 
 pytestmark = pytest.mark.slow
@@ -35,14 +35,7 @@ def node(pkletd: Pkletd, apiserver: ApiServer) -> Iterator[Pkletd]:
 
 @pytest.fixture
 def driver(node: Pkletd, tmp_path: Path) -> Iterator[CsiDriverProcess]:
-    config = DriverConfig.for_kubelet(
-        node.root_dir, DRIVER, "hostpath-1", tmp_path / "data", tmp_path / "calls.jsonl"
-    )
-    process = CsiDriverProcess(config)
-    process.start()
-    wait_for("the driver registered", lambda: node_has_driver(node), timeout=30)
-    yield process
-    process.stop()
+    yield from registered_driver(node, tmp_path)
 
 
 def summary_volume(kube: Kube) -> dict[str, Any] | None:
