@@ -7,21 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pkletd.ipc.apimodel.podspec import PodUID
 from pkletd.ipc.apimodel.references import ObjectKind
 from pkletd.ipc.bus.messages import ObjectFetched
-from pkletd.supervisor.pods import admission
-from pkletd.supervisor.pods.book import Pods
-from pkletd.supervisor.pods.events import EventRecorder
-from pkletd.supervisor.pods.fakeruntime import FakeRuntime
 from pkletd.supervisor.pods.objects import ApiObjects
-from pkletd.supervisor.pods.podmetrics import PodMetrics
-from pkletd.supervisor.pods.proberesults import ProbeResults
-from pkletd.supervisor.pods.syncloop import Parts, SyncLoop
-from pkletd.supervisor.pods.types import PodRuntime, SyncResult
+from pkletd.supervisor.pods.syncloop import SyncLoop
 
+from tests.supervisor.pods.test_objects_resync import synced_loop
 from tests.supervisor.pods.test_syncloop_unit import RecordingWorkers
-from tests.supervisor.pods.unit_helpers import fake_syncer
 
 DRIVER = "hostpath.csi.example"
 
@@ -39,29 +31,8 @@ def reading(kind: ObjectKind, namespace: str, name: str, spec: dict[str, Any]) -
 
 
 def loop_with(pods_raw: list[dict[str, Any]], tmp_path: Path) -> tuple[SyncLoop, RecordingWorkers]:
-    pods = Pods("10.0.0.1", ["api"], ProbeResults())
-    pods.set_source("api", pods_raw)
-    for raw in pods_raw:
-        uid = PodUID(raw["metadata"]["uid"])
-        pods.admit(uid)
-        pods.record(SyncResult(uid, PodRuntime(uid)))
-    workers = RecordingWorkers()
-    fake = FakeRuntime()
-    parts = Parts(
-        runtime=fake,
-        syncer=fake_syncer(fake, tmp_path),
-        pod_workers=workers,  # type: ignore[arg-type]
-        pods=pods,
-        probes=ProbeResults(),
-        events=EventRecorder(),
-        admitter=admission.Admitter(
-            admission.Node("n", 110, {"cpu": 1000, "memory": 2**30, "ephemeral-storage": 2**30})
-        ),
-        sync_frequency=60.0,
-        objects=ApiObjects(node="n"),
-        metrics=PodMetrics(),
-    )
-    return SyncLoop(parts, lambda message: None), workers
+    sync, workers, _ = synced_loop(pods_raw, tmp_path, ApiObjects(node="n"))
+    return sync, workers
 
 
 def test_the_volume_and_driver_of_a_claim_sync_the_pod_when_they_arrive(tmp_path: Path) -> None:

@@ -52,17 +52,19 @@ PODS = [
 ]
 
 
-@pytest.fixture
-def loop(tmp_path: Path) -> tuple[SyncLoop, RecordingWorkers, ApiObjects, Pods]:
+def synced_loop(
+    pods_raw: list[dict[str, Any]], tmp_path: Path, objects: ApiObjects
+) -> tuple[SyncLoop, RecordingWorkers, Pods]:
+    """A sync loop whose API pods were each synced once (nothing waits), with pod workers
+    that only record which pods got work."""
     pods = Pods("10.0.0.1", ["api"], ProbeResults())
-    pods.set_source("api", PODS)
-    for raw in PODS:
+    pods.set_source("api", pods_raw)
+    for raw in pods_raw:
         uid = PodUID(raw["metadata"]["uid"])
         pods.admit(uid)
         pods.record(SyncResult(uid, PodRuntime(uid)))  # synced once: nothing waits
     workers = RecordingWorkers()
     fake = FakeRuntime()
-    objects = ApiObjects()
     parts = Parts(
         runtime=fake,
         syncer=fake_syncer(fake, tmp_path),
@@ -77,7 +79,14 @@ def loop(tmp_path: Path) -> tuple[SyncLoop, RecordingWorkers, ApiObjects, Pods]:
         objects=objects,
         metrics=PodMetrics(),
     )
-    return SyncLoop(parts, lambda message: None), workers, objects, pods
+    return SyncLoop(parts, lambda message: None), workers, pods
+
+
+@pytest.fixture
+def loop(tmp_path: Path) -> tuple[SyncLoop, RecordingWorkers, ApiObjects, Pods]:
+    objects = ApiObjects()
+    sync, workers, pods = synced_loop(PODS, tmp_path, objects)
+    return sync, workers, objects, pods
 
 
 def test_a_changed_object_syncs_the_pods_that_reference_it(loop: Any) -> None:
