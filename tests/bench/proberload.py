@@ -13,28 +13,31 @@ Then, over a ``--probe-window`` (30 s) window between two fresh readings of
 ``/metrics/probes`` (``tests.bench.probestats.fresh_metrics``):
 
 * prober CPU: utime + stime of the ``pkletd: prober`` process
-  (``/proc/<pid>/stat``), as % of one core; target under 15%. Baseline: the CPU
-  the same probe runs cost a minimal Python loop in the bench process itself
+  (``/proc/<pid>/stat``), as % of one core. Baseline: the CPU the same probe
+  runs cost a minimal Python loop in the bench process itself
   (``probestats.baseline_loop``), over a window of the same length right after,
   with pkletd stopped (its pods keep running), so the two never compete. The
   baseline's CPU per run times the prober's number of runs in its window is
-  the comparison (the same runs, at the bare loop's cost); the baseline's own
-  CPU% is printed too. When the runtime cannot keep up, neither does either
-  loop, and the two make about as many runs.
+  the comparison (the same runs, at the bare loop's cost). Target: within 1.10x
+  (issue 21); whether it is under 15% of one core is printed too.
 * lateness p99, from the ``pkletd_prober_lateness_seconds`` histogram's change
-  over the window (method in ``tests.bench.probestats``); target under 100 ms,
-  which is also its baseline: there is nothing else to compare it with. Note
-  that the prober measures lateness when its loop hands a run to the pool, not
-  when a pool thread starts it: queueing in a saturated pool shows up as missed
-  periods instead.
+  over the window (method in ``tests.bench.probestats``), against the bare
+  loop's, which runs on the prober's schedule and counts its lateness in the
+  same buckets. Target: under 100 ms; where the runtime keeps the bare loop
+  from that too, within 1.10x of the bare loop's (of its mean lateness when
+  both p99s are past the 2.5 s cap). The prober measures lateness when its loop
+  hands a run to the pool: a probe whose last run is still going is handed on
+  as soon as that ends, late by that much.
 * as the runtime may not manage every run (below), also printed: the CPU% the
   prober and the baseline would use at the expected rate (their CPU per run
-  times 2 x pods per second); the target is judged on the measured figure.
+  times 2 x pods per second).
 * probe runs per second (the change of the histogram's count) against the
-  expected 2 x pods per second; a probe "kept every period" if it ran at least
-  floor(window) - 1 times in the window (one run of slack for the edges). Target:
-  every probe kept every period. Also counted: failed runs, and pods that were
-  not Ready or restarted during the window (status polled every second).
+  bare loop's and the expected 2 x pods per second; a probe "kept every period"
+  if it ran at least floor(window) - 1 times in the window (one run of slack for
+  the edges). Target: every period the bare loop keeps (no more probes missing a
+  period than the bare loop's, and at least 1/1.10 of its runs). Also counted:
+  failed runs, and pods that were not Ready or restarted during the window
+  (status polled every second).
 * the runtime's cost of an exec probe: containerd's and the shims' CPU (runc
   exec) over the baseline window per ExecSync, and the cores that the pods'
   exec probes need at one a second: no prober keeps its periods if that is
@@ -86,6 +89,25 @@ PERIOD_S = 1
 KINDS = ("Liveness", "Readiness")  # exec, httpGet
 TARGET_CPU_PCT = 15.0
 TARGET_LATENESS_S = 0.1
+TARGET_RATIO = 1.10  # against the bare loop (issue 21)
+
+
+def kept_up(got: dict[str, Any], base: dict[str, float]) -> bool:
+    """Lateness p99 under the target, or, where the runtime keeps the bare loop from it
+    too, within ``TARGET_RATIO`` of the bare loop's (its mean, when both p99s are past
+    the histogram's 2.5 s cap)."""
+    if not got["p99_capped"] and got["p99"] < TARGET_LATENESS_S:
+        return True
+    if base["late_p99_capped"]:
+        return bool(got["mean"] <= TARGET_RATIO * base["late_mean_s"])
+    floor = base["late_p99_s"]
+    return (
+        not got["p99_capped"] and floor >= TARGET_LATENESS_S and got["p99"] <= TARGET_RATIO * floor
+    )
+
+
+def at_least(value: float, capped: bool) -> str:
+    return (">= " if capped else "") + ms(value)
 
 
 def probed_manifest(name: str) -> dict[str, Any]:
@@ -262,33 +284,41 @@ def report(
     per_exec = ratio(runtime_s, base["exec_runs"])  # the HTTP runs cost the runtime nothing
     cores_needed = per_exec * count / PERIOD_S
     projected = 100 * ratio(got["cpu_s"], got["runs"]) * got["runs_expected"] / window
-    cpu_ok = got["cpu_pct"] < TARGET_CPU_PCT
-    late_ok = got["p99"] < TARGET_LATENESS_S and not got["p99_capped"]
-    kept = got["missed"] == 0
-    p99 = (">= " if got["p99_capped"] else "") + ms(got["p99"])
+    cpu_ratio = ratio(got["cpu_pct"], base_pct)
+    cpu_ok = cpu_ratio <= TARGET_RATIO
+    late_ok = kept_up(got, base)
+    kept = got["missed"] <= base["missed"] and got["runs"] >= base["runs"] / TARGET_RATIO
+    p99, base_p99 = (
+        at_least(got["p99"], got["p99_capped"]),
+        at_least(base["late_p99_s"], base["late_p99_capped"]),
+    )
     print(
         f"prober load ({count} pod-network pods, exec liveness + HTTP readiness on the pod IP, "
         f"period {PERIOD_S} s; {window:.1f} s window): prober CPU {got['cpu_pct']:.1f}% of one "
         f"core vs {base_pct:.1f}% for a minimal Python loop doing as many runs = "
-        f"{ratio(got['cpu_pct'], base_pct):.2f}x "
-        f"[target < {TARGET_CPU_PCT:.0f}%: {verdict(cpu_ok)}]"
+        f"{cpu_ratio:.2f}x [target <= {TARGET_RATIO:.2f}x: {verdict(cpu_ok)}; "
+        f"under {TARGET_CPU_PCT:.0f}% of one core: "
+        f"{verdict(got['cpu_pct'] < TARGET_CPU_PCT)}]"
     )
     print(
         f"prober lateness p99 (histogram delta, interpolated within the bucket): {p99} vs "
-        f"the target itself as baseline, {ms(TARGET_LATENESS_S)} = "
-        f"{ratio(got['p99'], TARGET_LATENESS_S):.2f}x [target < {ms(TARGET_LATENESS_S)}: "
+        f"{base_p99} for the bare loop on the same schedule = "
+        f"{ratio(got['p99'], base['late_p99_s']):.2f}x, mean {ms(got['mean'])} vs "
+        f"{ms(base['late_mean_s'])} [target < {ms(TARGET_LATENESS_S)}, or where the bare "
+        f"loop misses that too, <= {TARGET_RATIO:.2f}x its (the means past the cap): "
         f"{verdict(late_ok)}]"
     )
     print(
-        f"prober runs: {got['runs'] / window:.1f}/s vs {got['runs_expected'] / window:.0f}/s "
-        f"expected = {ratio(got['runs'], got['runs_expected']):.3f}x; {got['missed']} of "
-        f"{2 * count} probes missed a period (exec liveness {got['liveness_runs'] / window:.1f}"
+        f"prober runs: {got['runs'] / window:.1f}/s vs {base['runs'] / base['elapsed_s']:.1f}/s "
+        f"for the bare loop ({got['runs_expected'] / window:.0f}/s expected); "
+        f"{got['missed']} of {2 * count} probes missed a period against the bare loop's "
+        f"{base['missed']:.0f} (exec liveness {got['liveness_runs'] / window:.1f}"
         f"/s, HTTP readiness {got['readiness_runs'] / window:.1f}/s), {got['failed']:.0f} runs "
         "failed; during the window "
         f"{got['not_ready']} pods were seen not Ready, {got['restarted']} restarted "
-        f"[target: every period kept: {verdict(kept)}]"
+        f"[target: every period the bare loop keeps: {verdict(kept)}]"
     )
-    p50 = (">= " if got["p50_capped"] else "") + ms(got["p50"])
+    p50 = at_least(got["p50"], got["p50_capped"])
     print(
         f"  lateness p50 {p50}, mean {ms(got['mean'])}, "
         f"{got['over_100ms']:.1%} over 100 ms, {got['over_1s']:.1%} over 1 s; "
@@ -303,12 +333,12 @@ def report(
         f"{ms(ratio(supervisor_s, got['runs']))} CPU per run"
     )
     print(
-        f"  baseline loop: {base['runs'] / base['elapsed_s']:.1f} runs/s ({base['skipped']:.0f} "
-        f"periods skipped), {base['failed']:.0f} failed, {base['cpu_s']:.2f} CPU s in "
+        f"  baseline loop: {base['runs'] / base['elapsed_s']:.1f} runs/s ({base['missed']:.0f} "
+        f"probes missed a period), {base['failed']:.0f} failed, {base['cpu_s']:.2f} CPU s in "
         f"{base['elapsed_s']:.1f} s = {100 * base['cpu_s'] / base['elapsed_s']:.1f}%; ExecSync p50 "
         f"{ms(base['exec_p50_s'])} p99 {ms(base['exec_p99_s'])}, GET p50 "
         f"{ms(base['http_p50_s'])} p99 {ms(base['http_p99_s'])}; launch lateness p99 "
-        f"{ms(base['late_p99_s'])} {cpu_line(base_runtime)}"
+        f"{base_p99} {cpu_line(base_runtime)}"
     )
     print(
         f"  the runtime: {ms(per_exec)} CPU (containerd + shims) per ExecSync in the baseline "

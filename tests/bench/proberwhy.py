@@ -60,11 +60,8 @@ def explain(
         )
         if main["cpu_s"] > 0.4 * got["cpu_s"]:
             lines.append(
-                "  suggestion: the loop thread dominates: tick() walks every schedule on each "
-                "wake-up (one per launch and one per result, each O(probes)); a heap of due "
-                "times would make a wake-up O(log n). Each run also sends a ProbeResult even "
-                "when nothing changed; sending on change, plus a refresh well within the "
-                "parent's 10 s freshness, would cut the prober's and the supervisor's share"
+                "  suggestion: the loop thread dominates: profile its turns (heap pops, "
+                "launches, the results read back from the pools and reported on change)"
             )
         else:
             lines.append(
@@ -82,7 +79,7 @@ def explain(
                 f"{os.cpu_count()} cores shared with other sessions: ExecSync p50 "
                 f"{ms(base['exec_p50_s'])} there. No prober keeps 1 s periods for that many exec "
                 f"probes here (the bare loop managed {base['runs'] / base['elapsed_s']:.0f} runs/s"
-                f", skipping {base['skipped']:.0f} periods); this part is the runtime's floor"
+                f", {base['missed']:.0f} probes missing a period); this part is the runtime's floor"
             )
         if slow_http:
             lines.append(

@@ -10,19 +10,25 @@ reported between 100 and 250 ms only says the true one is in that bucket.
 
 The baseline (``baseline_loop``) does the same probe runs as the prober from
 this bench process: per pod per second one CRI ExecSync of ``true`` and one HTTP
-GET of the readiness path on the pod IP, launched on schedule (evenly phased)
-from one loop thread onto a pool of the prober's size (16), results counted and
-dropped. As in the prober, a run still in flight at its next due time skips that
-period, so a slow runtime cannot queue work up past the window. Its CPU is the
-bench process's (``os.times``) from the window's start until its last run ended.
+GET of the readiness path on the pod IP, launched on the prober's schedule
+(``Schedule``: evenly phased; a run still going at its due time starts again as
+soon as it ends, late by that much) from one loop thread onto pools of the
+prober's size (16), results counted and dropped. Its lateness goes into the
+prober's buckets and its p99 comes from the same interpolation, so the two p99s,
+the missed periods and the runs compare like for like: where the runtime cannot
+keep every period, the bare loop shows the floor. Its CPU is the bench
+process's (``os.times``) over the window.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import http.client
+import itertools
 import math
 import os
+import queue
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from cri_api.v1 import api_pb2
+from pkletd.workers.prober import LATENESS_BUCKETS
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.bench.common import CRI_TIMEOUT, percentile
@@ -189,11 +196,10 @@ def baseline_loop(
     threads: int,
 ) -> dict[str, float]:
     """Per target (container id, pod IP) and second: ExecSync ``true`` and GET ``path``,
-    each kind on a pool of ``threads``."""
+    each kind on a pool of ``threads``, on the prober's schedule (``Schedule``)."""
     with cri_channel(address) as channel:
         rt = runtime_service(channel)
         rt.Version(api_pb2.VersionRequest(), timeout=10)  # connect before the window
-        outcomes: list[bool] = []  # list.append is atomic: no lock needed
 
         def exec_true(container_id: str) -> bool:
             request = api_pb2.ExecSyncRequest(container_id=container_id, cmd=["true"], timeout=1)
@@ -215,7 +221,8 @@ def baseline_loop(
                 conn.close()
 
         took: tuple[list[float], list[float]] = ([], [])  # exec, http
-        in_flight: set[int] = set()  # set.add/discard are atomic: no lock needed
+        outcomes: list[bool] = []  # list.append is atomic: no lock needed
+        done: queue.SimpleQueue[int] = queue.SimpleQueue()
 
         def run(job: int) -> None:
             container_id, ip = targets[job // 2]
@@ -223,32 +230,25 @@ def baseline_loop(
             ok = exec_true(container_id) if job % 2 == 0 else get(ip)
             took[job % 2].append(time.perf_counter() - a)
             outcomes.append(ok)
-            in_flight.discard(job)
+            done.put(job)
 
-        jobs = 2 * len(targets)
-        late: list[float] = []
-        skipped = 0
         with (  # as the prober: a pool for exec, one for the network probes
             ThreadPoolExecutor(threads, thread_name_prefix="baseline-exec") as execs,
             ThreadPoolExecutor(threads, thread_name_prefix="baseline-http") as gets,
         ):
             before = os.times()
             t0 = time.perf_counter()
-            due = [(t0 + j / jobs, j) for j in range(jobs)]  # evenly phased over each second
-            heapq.heapify(due)
-            while due[0][0] < t0 + window_s:
-                at, job = due[0]
-                now = time.perf_counter()
-                if now < at:
-                    time.sleep(at - now)  # the schedule itself, not a synchronisation
+            schedule = Schedule(t0, 2 * len(targets))
+            end = t0 + window_s
+            while (now := time.perf_counter()) < end:
+                job = schedule.take(now)
+                if job is not None:
+                    (gets if job % 2 else execs).submit(run, job)
                     continue
-                heapq.heapreplace(due, (at + 1.0, job))
-                if job in in_flight:  # as the prober: a run still going skips its next period
-                    skipped += 1
-                    continue
-                late.append(now - at)
-                in_flight.add(job)
-                (gets if job % 2 else execs).submit(run, job)
+                try:  # the schedule's own wait: until the next due run or a run's end
+                    schedule.finished(done.get(timeout=min(schedule.next_due(end), end) - now))
+                except queue.Empty:
+                    pass
         after = os.times()
         elapsed = time.perf_counter() - t0
     cpu = (after.user - before.user) + (after.system - before.system)
@@ -257,11 +257,56 @@ def baseline_loop(
         "elapsed_s": elapsed,
         "runs": float(len(outcomes)),
         "failed": float(outcomes.count(False)),
-        "skipped": float(skipped),
+        "missed": float(sum(1 for n in schedule.runs if n < math.floor(window_s) - 1)),
         "exec_runs": float(len(took[0])),
-        "late_p99_s": percentile(late, 99),
+        "late_p99_s": schedule.quantile(0.99)[0],
+        "late_p99_capped": float(schedule.quantile(0.99)[1]),
+        "late_mean_s": sum(schedule.late) / len(schedule.late) if schedule.late else math.nan,
         "exec_p50_s": percentile(took[0], 50),
         "exec_p99_s": percentile(took[0], 99),
         "http_p50_s": percentile(took[1], 50),
         "http_p99_s": percentile(took[1], 99),
     }
+
+
+class Schedule:
+    """The prober's schedule for ``jobs`` runs of period 1 s, evenly phased from ``t0``.
+
+    As ``pkletd.workers.prober``: a run is due one period after its last due time;
+    a run still going at its due time starts as soon as it ends (its lateness is
+    how long after its due time that is, as a Go ticker's one buffered tick makes
+    the kubelet's prober worker do), and its next due time skips the periods it
+    missed. Lateness is counted in the prober's histogram buckets, so both p99s
+    come from the same interpolation.
+    """
+
+    def __init__(self, t0: float, jobs: int) -> None:
+        self._due = [t0 + j / jobs for j in range(jobs)]
+        self._heap = [(at, j) for j, at in enumerate(self._due)]
+        self.runs = [0] * jobs
+        self.late: list[float] = []
+
+    def take(self, now: float) -> int | None:
+        """The next run due by ``now`` (taken off the schedule until it ends), or None."""
+        if not self._heap or self._heap[0][0] > now:
+            return None
+        at, job = heapq.heappop(self._heap)
+        late = now - at
+        self.late.append(late)
+        self.runs[job] += 1
+        self._due[job] = at + max(1, int(late) + 1)
+        return job
+
+    def finished(self, job: int) -> None:
+        heapq.heappush(self._heap, (self._due[job], job))
+
+    def next_due(self, otherwise: float) -> float:
+        return self._heap[0][0] if self._heap else otherwise
+
+    def quantile(self, q: float) -> tuple[float, bool]:
+        """As ``quantile`` over the prober's histogram: (value, capped)."""
+        per_bucket = [0] * (len(LATENESS_BUCKETS) + 1)
+        for late in self.late:
+            per_bucket[bisect.bisect_left(LATENESS_BUCKETS, late)] += 1
+        cumulative = map(float, itertools.accumulate(per_bucket))
+        return quantile(q, {}, dict(zip((*LATENESS_BUCKETS, math.inf), cumulative, strict=True)))
