@@ -24,14 +24,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from pkletd.ipc.apiclient.jsonapi import CONFLICT, NOT_FOUND, ApiCallFailed
 from pkletd.ipc.clock import Clock
-from pkletd.workers.nodelease.api import (
-    CONFLICT,
-    LEASE_NAMESPACE,
-    NOT_FOUND,
-    ApiCallFailed,
-    NodeApi,
-)
+from pkletd.workers.nodelease.api import LEASE_NAMESPACE, NodeApi
 from pkletd.workers.nodelease.outcome import Outcome, Source
 from pkletd.workers.nodelease.timing import Backoff, micro_time, parse_time
 

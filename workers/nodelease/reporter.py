@@ -26,8 +26,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
+from pkletd.ipc.apiclient.jsonapi import CONFLICT, ApiCallFailed
 from pkletd.ipc.clock import Clock
-from pkletd.workers.nodelease.api import CONFLICT, ApiCallFailed, NodeApi
+from pkletd.workers.nodelease.api import NodeApi
 from pkletd.workers.nodelease.conditions import (
     REQUIRED_CAPACITY,
     STORAGE_CAPACITY,

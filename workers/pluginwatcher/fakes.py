@@ -8,8 +8,9 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from pkletd.ipc.apiclient.jsonapi import CONFLICT, NOT_FOUND, ApiCallFailed, Obj
 from pkletd.ipc.csi.client import CsiError, NodeInfo, PluginInfo
-from pkletd.workers.pluginwatcher.api import CONFLICT, NOT_FOUND, ApiCallFailed, CsiNodeApi, Obj
+from pkletd.workers.pluginwatcher.api import CsiNodeApi
 from pkletd.workers.pluginwatcher.registrar import NodeService, Plugins, Registration
 
 

@@ -21,7 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pkletd.workers.pluginwatcher.api import CONFLICT, NOT_FOUND, ApiCallFailed, CsiNodeApi, Obj
+from pkletd.ipc.apiclient.jsonapi import CONFLICT, NOT_FOUND, ApiCallFailed, Obj
+from pkletd.workers.pluginwatcher.api import CsiNodeApi
 
 NODE_ID_ANNOTATION = "csi.volume.kubernetes.io/nodeid"
 CONFLICT_TRIES = 5

@@ -21,10 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from pkletd.ipc.apiclient.jsonapi import ApiCallFailed
 from pkletd.ipc.bus.messages import CsiDriverInfo
 from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.ipc.csi.client import CsiClient, CsiError, NodeInfo, PluginInfo, RegistrationClient
-from pkletd.workers.pluginwatcher.api import ApiCallFailed
 from pkletd.workers.pluginwatcher.nodeinfo import DriverOnNode, NodeInfoManager, NodeInfoRefused
 from pkletd.workers.pluginwatcher.versions import (
     Version,

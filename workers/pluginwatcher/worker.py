@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from pkletd.ipc.apiclient.jsonapi import ApiCallFailed
 from pkletd.ipc.bus.messages import (
     CsiDriverGone,
     CsiDriverInfo,
@@ -42,7 +43,6 @@ from pkletd.ipc.bus.sender import Sender
 from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.ipc.inotify import DirEvents
 from pkletd.ipc.wakeup import Inbox
-from pkletd.workers.pluginwatcher.api import ApiCallFailed
 from pkletd.workers.pluginwatcher.nodeinfo import NodeInfoRefused
 from pkletd.workers.pluginwatcher.registrar import Registrar, RegistrationFailed
 

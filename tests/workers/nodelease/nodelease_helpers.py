@@ -13,8 +13,8 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
+from pkletd.ipc.apiclient.jsonapi import ApiCallFailed
 from pkletd.ipc.runtime.cri import CriError, ListedImage, RuntimeCondition
-from pkletd.workers.nodelease.api import ApiCallFailed
 
 from tests.harness.apiserver.strategic import strategic_merge
 

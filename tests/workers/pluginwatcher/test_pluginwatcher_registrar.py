@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from pkletd.ipc.apiclient.jsonapi import ApiCallFailed
 from pkletd.ipc.clock import FakeClock
 from pkletd.ipc.csi.client import CsiError
-from pkletd.workers.pluginwatcher.api import ApiCallFailed
 from pkletd.workers.pluginwatcher.fakes import FakeCsiNodeApi, FakePlugins
 from pkletd.workers.pluginwatcher.nodeinfo import NodeInfoManager
 from pkletd.workers.pluginwatcher.registrar import DIAL_S, Registrar, RegistrationFailed
