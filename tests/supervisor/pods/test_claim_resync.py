@@ -13,7 +13,7 @@ from pkletd.supervisor.pods.objects import ApiObjects
 from pkletd.supervisor.pods.syncloop import SyncLoop
 
 from tests.supervisor.pods.test_objects_resync import synced_loop
-from tests.supervisor.pods.test_syncloop_unit import RecordingWorkers
+from tests.supervisor.pods.unit_helpers import RecordingWorkers
 
 DRIVER = "hostpath.csi.example"
 

@@ -20,13 +20,10 @@ from pkletd.ipc.bus.messages import (
 from pkletd.ipc.runtime.cri import ContainerID, ContainerState
 from pkletd.supervisor.pods import admission
 from pkletd.supervisor.pods.book import Pods
-from pkletd.supervisor.pods.events import EventRecorder
 from pkletd.supervisor.pods.fakeruntime import FakeRuntime
 from pkletd.supervisor.pods.objects import ApiObjects
-from pkletd.supervisor.pods.podmetrics import PodMetrics
 from pkletd.supervisor.pods.podworkers import Work
 from pkletd.supervisor.pods.proberesults import ProbeResults
-from pkletd.supervisor.pods.syncloop import Parts, SyncLoop
 from pkletd.supervisor.pods.types import SyncResult
 
 from tests.supervisor.pods.unit_helpers import (
@@ -34,11 +31,11 @@ from tests.supervisor.pods.unit_helpers import (
     T0,
     UID,
     container,
-    fake_syncer,
     make_pod,
     pod_dict,
     runtime,
     sandbox,
+    sync_loop,
 )
 
 WRITES = ("RunPodSandbox", "StopPodSandbox", "CreateContainer", "StartContainer", "StopContainer")
@@ -67,19 +64,16 @@ class Node:
         self.workers = HeldWorkers()
         self.published: list[tuple[Message, int]] = []
         node = admission.Node("n", 110, {"cpu": 4000, "memory": 2**32, "ephemeral-storage": 2**32})
-        parts = Parts(
+        pods = Pods("10.0.0.1", [PodSource.FILE], ProbeResults())
+        self.loop = sync_loop(
+            tmp,
+            pods,
+            self.workers,
+            publish=self.publish,
             runtime=self.runtime,
-            syncer=fake_syncer(self.runtime, tmp),
-            pod_workers=self.workers,  # type: ignore[arg-type]
-            pods=Pods("10.0.0.1", [PodSource.FILE], ProbeResults()),
-            probes=ProbeResults(),
-            events=EventRecorder(),
-            admitter=admission.Admitter(node),
-            sync_frequency=60.0,
             objects=ApiObjects(standalone=True),
-            metrics=PodMetrics(),
+            node=node,
         )
-        self.loop = SyncLoop(parts, self.publish)
 
     def publish(self, message: Message) -> None:
         self.published.append((message, len(self.runtime.calls)))

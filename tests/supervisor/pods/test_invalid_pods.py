@@ -10,48 +10,20 @@ from typing import Any
 
 import pytest
 from pkletd.ipc.bus.messages import Message, PodsListed, PodStatusUpdated
-from pkletd.supervisor.pods import admission
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.events import EventRecorder
-from pkletd.supervisor.pods.fakeruntime import FakeRuntime
-from pkletd.supervisor.pods.objects import ApiObjects
-from pkletd.supervisor.pods.podmetrics import PodMetrics
 from pkletd.supervisor.pods.proberesults import ProbeResults
 from pkletd.supervisor.pods.stage import PodStage
-from pkletd.supervisor.pods.syncloop import Parts, SyncLoop
+from pkletd.supervisor.pods.syncloop import SyncLoop
 
-from tests.supervisor.pods.unit_helpers import UID, fake_syncer, pod_dict
-
-NODE = admission.Node("n", 110, {"cpu": 1000, "memory": 2**30, "ephemeral-storage": 2**30})
-
-
-class RecordingWorkers:
-    def __init__(self) -> None:
-        self.updates: list[str] = []
-
-    def update(self, uid: str, work: Any, urgent: bool = False) -> None:
-        self.updates.append(uid)
-
-    def busy(self, uid: str) -> bool:
-        return False
+from tests.supervisor.pods.unit_helpers import UID, RecordingWorkers, pod_dict, sync_loop
 
 
 def loop(tmp: Path) -> tuple[SyncLoop, RecordingWorkers, list[Message], EventRecorder]:
     workers, published, events = RecordingWorkers(), [], EventRecorder()
-    fake = FakeRuntime()
-    parts = Parts(
-        runtime=fake,
-        syncer=fake_syncer(fake, tmp),
-        pod_workers=workers,  # type: ignore[arg-type]
-        pods=Pods("10.0.0.1", ["api"], ProbeResults()),
-        probes=ProbeResults(),
-        events=events,
-        admitter=admission.Admitter(NODE),
-        sync_frequency=60.0,
-        objects=ApiObjects(),
-        metrics=PodMetrics(),
-    )
-    return SyncLoop(parts, published.append), workers, published, events
+    pods = Pods("10.0.0.1", ["api"], ProbeResults())
+    loop = sync_loop(tmp, pods, workers, publish=published.append, events=events)
+    return loop, workers, published, events
 
 
 @pytest.mark.parametrize(

@@ -11,19 +11,14 @@ import pytest
 from pkletd.ipc.apimodel.podspec import PodUID
 from pkletd.ipc.apimodel.references import ObjectKey
 from pkletd.ipc.bus.messages import ServicesListed
-from pkletd.supervisor.pods import admission
 from pkletd.supervisor.pods.book import Pods
-from pkletd.supervisor.pods.events import EventRecorder
-from pkletd.supervisor.pods.fakeruntime import FakeRuntime
 from pkletd.supervisor.pods.objects import ApiObjects, ObjectUnavailable
-from pkletd.supervisor.pods.podmetrics import PodMetrics
 from pkletd.supervisor.pods.proberesults import ProbeResults
-from pkletd.supervisor.pods.syncloop import Parts, SyncLoop
+from pkletd.supervisor.pods.syncloop import SyncLoop
 from pkletd.supervisor.pods.types import PodRuntime, SyncResult, Waiting, WaitingReason
 
 from tests.supervisor.pods.setup.object_helpers import CM, config_map, port, secret, service, token
-from tests.supervisor.pods.test_syncloop_unit import RecordingWorkers
-from tests.supervisor.pods.unit_helpers import fake_syncer
+from tests.supervisor.pods.unit_helpers import RecordingWorkers, sync_loop
 
 CONTAINER = {"name": "c", "image": "busybox:1.36"}
 
@@ -64,22 +59,7 @@ def synced_loop(
         pods.admit(uid)
         pods.record(SyncResult(uid, PodRuntime(uid)))  # synced once: nothing waits
     workers = RecordingWorkers()
-    fake = FakeRuntime()
-    parts = Parts(
-        runtime=fake,
-        syncer=fake_syncer(fake, tmp_path),
-        pod_workers=workers,  # type: ignore[arg-type]
-        pods=pods,
-        probes=ProbeResults(),
-        events=EventRecorder(),
-        admitter=admission.Admitter(
-            admission.Node("n", 110, {"cpu": 1000, "memory": 2**30, "ephemeral-storage": 2**30})
-        ),
-        sync_frequency=60.0,
-        objects=objects,
-        metrics=PodMetrics(),
-    )
-    return SyncLoop(parts, lambda message: None), workers, pods
+    return sync_loop(tmp_path, pods, workers, objects=objects), workers, pods
 
 
 @pytest.fixture

@@ -10,16 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from pkletd.ipc.bus.messages import PodsListed
-from pkletd.supervisor.pods import admission
 from pkletd.supervisor.pods.book import Pods
-from pkletd.supervisor.pods.events import EventRecorder
 from pkletd.supervisor.pods.fakeruntime import FakeRuntime
-from pkletd.supervisor.pods.objects import ApiObjects
 from pkletd.supervisor.pods.podmetrics import PodMetrics
 from pkletd.supervisor.pods.proberesults import ProbeResults
-from pkletd.supervisor.pods.syncloop import Parts, SyncLoop
 
-from tests.supervisor.pods.unit_helpers import fake_syncer, pod_dict
+from tests.supervisor.pods.unit_helpers import pod_dict, sync_loop
 
 
 class QueueingWorkers:
@@ -47,22 +43,8 @@ def operations(metrics: PodMetrics) -> dict[str, int]:
 
 def test_a_first_sync_replaced_before_it_ran_is_still_a_create(tmp_path: Path) -> None:
     workers, metrics, fake = QueueingWorkers(), PodMetrics(), FakeRuntime()
-    node = admission.Node("n", 110, {"cpu": 1000, "memory": 2**30, "ephemeral-storage": 2**30})
-    loop = SyncLoop(
-        Parts(
-            runtime=fake,
-            syncer=fake_syncer(fake, tmp_path),
-            pod_workers=workers,  # type: ignore[arg-type]
-            pods=Pods("10.0.0.1", ["file"], ProbeResults()),
-            probes=ProbeResults(),
-            events=EventRecorder(),
-            admitter=admission.Admitter(node),
-            sync_frequency=60.0,
-            objects=ApiObjects(),
-            metrics=metrics,
-        ),
-        lambda message: None,
-    )
+    pods = Pods("10.0.0.1", ["file"], ProbeResults())
+    loop = sync_loop(tmp_path, pods, workers, runtime=fake, metrics=metrics)
     loop.on_pods_listed(PodsListed("file", [pod_dict("app")]))  # its first sync, queued
     changed = pod_dict("app")
     changed["metadata"]["labels"] = {"tier": "web"}

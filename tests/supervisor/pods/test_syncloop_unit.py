@@ -5,44 +5,26 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 from pkletd.ipc.apimodel.podenums import PodSource
 from pkletd.ipc.bus.messages import LifecycleEventType, PodLifecycleEvent, PodsListed
 from pkletd.ipc.runtime.cri import CriError
-from pkletd.supervisor.pods import admission
 from pkletd.supervisor.pods.book import Pods
-from pkletd.supervisor.pods.events import EventRecorder
-from pkletd.supervisor.pods.fakeruntime import FakeRuntime
-from pkletd.supervisor.pods.objects import ApiObjects
-from pkletd.supervisor.pods.podmetrics import PodMetrics
 from pkletd.supervisor.pods.podsync import FAILED_STEP_RETRY_S
 from pkletd.supervisor.pods.proberesults import ProbeResults
-from pkletd.supervisor.pods.syncloop import Parts, SyncLoop
+from pkletd.supervisor.pods.syncloop import SyncLoop
 from pkletd.supervisor.pods.types import SyncResult
 
 from tests.supervisor.pods.unit_helpers import (
     UID,
+    RecordingWorkers,
     container,
-    fake_syncer,
     make_pod,
     pod_dict,
     runtime,
     sandbox,
+    sync_loop,
 )
-
-
-class RecordingWorkers:
-    """Stands in for PodWorkers: records which pods got work, runs nothing."""
-
-    def __init__(self) -> None:
-        self.updates: list[str] = []
-
-    def update(self, uid: str, work: Any, urgent: bool = False) -> None:
-        self.updates.append(uid)
-
-    def busy(self, uid: str) -> bool:
-        return False
 
 
 def loop_with_running_pod(tmp: Path) -> tuple[SyncLoop, RecordingWorkers, str]:
@@ -52,21 +34,7 @@ def loop_with_running_pod(tmp: Path) -> tuple[SyncLoop, RecordingWorkers, str]:
     running = container(make_pod("app"))
     pods.record(SyncResult(UID, runtime(sandbox(), running)))
     workers = RecordingWorkers()
-    node = admission.Node("n", 110, {"cpu": 1000, "memory": 2**30, "ephemeral-storage": 2**30})
-    fake = FakeRuntime()
-    parts = Parts(
-        runtime=fake,
-        syncer=fake_syncer(fake, tmp),
-        pod_workers=workers,  # type: ignore[arg-type]
-        pods=pods,
-        probes=ProbeResults(),
-        events=EventRecorder(),
-        admitter=admission.Admitter(node),
-        sync_frequency=60.0,
-        objects=ApiObjects(),
-        metrics=PodMetrics(),
-    )
-    return SyncLoop(parts, lambda message: None), workers, running.id
+    return sync_loop(tmp, pods, workers), workers, running.id
 
 
 def test_event_already_seen_does_nothing(tmp_path: Path) -> None:

@@ -1,12 +1,14 @@
 """Builders shared by the pod logic's unit tests: pods, what the runtime has for them,
-and a pod syncer on the fake runtime."""
+a pod syncer on the fake runtime, and a sync loop with stand-in pod workers."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pkletd.ipc.apimodel.podspec import Pod, parse_pod
+from pkletd.ipc.bus.messages import Message
 from pkletd.ipc.runtime.cri import (
     ContainerID,
     ContainerInfo,
@@ -15,6 +17,8 @@ from pkletd.ipc.runtime.cri import (
     SandboxInfo,
     SandboxState,
 )
+from pkletd.supervisor.pods import admission
+from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.cgroups.podcgroups import CgroupTree, PodCgroups
 from pkletd.supervisor.pods.events import EventRecorder
 from pkletd.supervisor.pods.fakeruntime import FakeRuntime
@@ -22,13 +26,16 @@ from pkletd.supervisor.pods.nodeinfo import DnsSettings, NodeInfo
 from pkletd.supervisor.pods.objects import ApiObjects
 from pkletd.supervisor.pods.podmetrics import PodMetrics
 from pkletd.supervisor.pods.podsync import PodSyncer
+from pkletd.supervisor.pods.proberesults import ProbeResults
 from pkletd.supervisor.pods.setup.podsetup import PodSetup
 from pkletd.supervisor.pods.setup.runtimespec import CONTAINER_HASH
+from pkletd.supervisor.pods.syncloop import Parts, SyncLoop
 from pkletd.supervisor.pods.types import PodRuntime
 
 UID = "uid-1"
 SECOND = 1_000_000_000  # the CRI reports times in nanoseconds
 T0 = 1_700_000_000 * SECOND
+NODE = admission.Node("n", 110, {"cpu": 1000, "memory": 2**30, "ephemeral-storage": 2**30})
 
 
 def pod_dict(*names: str, **spec: Any) -> dict[str, Any]:
@@ -146,3 +153,46 @@ def fake_syncer(
         objects,
         metrics or PodMetrics(),
     )
+
+
+class RecordingWorkers:
+    """Stands in for PodWorkers: records which pods got work, runs nothing."""
+
+    def __init__(self) -> None:
+        self.updates: list[str] = []
+
+    def update(self, uid: str, work: Any, urgent: bool = False) -> None:
+        self.updates.append(uid)
+
+    def busy(self, uid: str) -> bool:
+        return False
+
+
+def sync_loop(
+    tmp: Path,
+    pods: Pods,
+    workers: Any,
+    *,
+    publish: Callable[[Message], None] = lambda message: None,
+    runtime: FakeRuntime | None = None,
+    events: EventRecorder | None = None,
+    objects: ApiObjects | None = None,
+    metrics: PodMetrics | None = None,
+    node: admission.Node = NODE,
+) -> SyncLoop:
+    """A sync loop on the fake runtime whose pod work goes to ``workers`` (a stand-in for
+    PodWorkers: ``update`` and ``busy``); API objects from ``objects`` (default: none)."""
+    runtime = runtime or FakeRuntime()
+    parts = Parts(
+        runtime=runtime,
+        syncer=fake_syncer(runtime, tmp),
+        pod_workers=workers,
+        pods=pods,
+        probes=ProbeResults(),
+        events=events or EventRecorder(),
+        admitter=admission.Admitter(node),
+        sync_frequency=60.0,
+        objects=objects or ApiObjects(),
+        metrics=metrics or PodMetrics(),
+    )
+    return SyncLoop(parts, publish)
