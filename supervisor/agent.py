@@ -29,6 +29,7 @@ from pkletd.supervisor import workerset
 from pkletd.supervisor.children import Children, State
 from pkletd.supervisor.control import Request
 from pkletd.supervisor.forkserver import Exited, Spawned
+from pkletd.supervisor.loopturns import LoopTurns
 from pkletd.supervisor.messagehandlers import ParentHandlers
 from pkletd.supervisor.metrics.report import REPORT_S
 from pkletd.supervisor.node.facts import compose_node, container_runtime_version
@@ -38,6 +39,7 @@ from pkletd.supervisor.routing import Router, routes
 log = logging.getLogger(__name__)
 
 ALIVE_S = 1.0
+BUS_BATCH = 256  # messages taken per wake-up: the timers run between batches of a flood
 
 
 class Agent:
@@ -74,6 +76,7 @@ class Agent:
         self._next_report = 0.0
         self._next_watchdog = 0.0
         self._signals = Wakeup()
+        self._turns = LoopTurns()
 
     # --- the loop ------------------------------------------------------------------
 
@@ -107,9 +110,13 @@ class Agent:
         while not (self._stopping and self._children.all_stopped()):
             if self._signalled and not self._stopping:
                 self._begin_stop(f"signal {self._signalled}")
+            self._turns.begin()
+            started = time.monotonic()
             timeout = max(0.0, self._tick() - time.monotonic())
+            self._turns.add("timers", started)
             for sock, _ in poller.poll(int(timeout * 1000) + 1):
                 self._dispatch(sock)
+            self._turns.end()
         self._shutdown()
         return 0
 
@@ -129,19 +136,27 @@ class Agent:
             return "unavailable"
 
     def _dispatch(self, sock: Any) -> None:
+        started = time.monotonic()
         if sock is self._bus.router:
             self._drain_bus()
-        elif sock == self._forkserver.fileno():
+            return  # timed per message kind
+        if sock == self._forkserver.fileno():
             self._on_forkserver()
+            part = "forkserver"
         elif sock == self._pod_workers.fileno():
             self._sync.on_pod_workers()
+            part = "pod-syncs"
         elif sock == self._garbage.fileno():
             self._garbage.on_removed()
+            part = "garbage"
         elif sock == self._control.fileno():
             for request in self._control.pending():
                 request.reply.put(self._answer(request))
-        elif sock == self._signals.fileno():
+            part = "control"
+        else:
             self._signals.clear()
+            part = "signals"
+        self._turns.add(part, started)
 
     def _tick(self) -> float:
         now = time.monotonic()
@@ -227,7 +242,8 @@ class Agent:
             log.info("all workers ready")
 
     def _drain_bus(self) -> None:
-        while True:
+        for _ in range(BUS_BATCH):
+            started = time.monotonic()
             try:
                 identity, envelope = self._bus.receive()
             except zmq.Again:
@@ -236,6 +252,7 @@ class Agent:
                 log.error("dropped bad bus message reason=%s", exc)
                 continue
             self._router.route(identity, envelope)
+            self._turns.add(envelope.message.kind, started)
 
     def _alive_now(self) -> None:
         self._next_alive = 0.0
