@@ -4,11 +4,15 @@ Started as ``kubelet`` (a link of that name), it is ``kubeletcmd``: the kubelet'
 command line, no subcommand.
 
 Only ``start`` imports the heavy parts (zmq, gRPC); the other commands talk to
-the control socket with ``_socket`` and ``json`` alone, so they answer in tens of
-milliseconds: ``pkletd status`` imports no more of pkletd than this module, nor
-``typing`` (annotations only) nor ``socket`` (its enums and ``selectors`` cost more than
-the request), and the worker names only for ``restart-worker``
-(``--version`` reads the installed package's metadata only when asked).
+the control socket with ``_socket`` alone, so they answer in tens of milliseconds.
+A plain ``pkletd status [--run-dir DIR]`` imports no more than this module and
+builtins: its arguments are read without ``argparse`` and its answer comes as
+``marshal`` (the control socket's reply for the same Python), so not even ``re`` is
+imported (``json``, ``argparse`` and ``pathlib`` each pull it in: alone it costs half
+of ``python -c pass``); nor ``typing`` (annotations only) nor ``socket`` (its enums
+and ``selectors`` cost more than the request). Every other use goes through
+``argparse`` and JSON; the worker names are imported only for ``restart-worker``, the
+package's metadata only for ``--version``.
 Exit codes: 0 ok, 1 failure (e.g. pkletd not running), 2 bad use (bad flags, bad
 config, unknown worker name).
 """
@@ -16,38 +20,38 @@ config, unknown worker name).
 from __future__ import annotations
 
 import _socket
-import argparse
-import gc
-import json
+import marshal
 import sys
 import time
-from pathlib import Path
 
 TYPE_CHECKING = False  # mypy takes it as true; typing costs `pkletd status` ~3 ms to import
 if TYPE_CHECKING:
+    import argparse
     from typing import Any
 
 DEFAULT_RUN_DIR = "/run/pkletd"
 CONTROL_SOCKET = "control.sock"
 TIMEOUT_S = 10.0
-
-
-class _Version(argparse.Action):
-    """``--version``: ``pkletd <version>`` of the installed package, then exit."""
-
-    def __init__(self, option_strings: list[str], dest: str, **_: Any) -> None:
-        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
-
-    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
-        from importlib.metadata import version
-
-        print(f"pkletd {version('pkletd')}")
-        parser.exit()
+STATUS_REQUEST = b'{"command": "status", "reply": "marshal"}\n'
 
 
 def _parser(starting: bool, restarting: bool = False) -> argparse.ArgumentParser:
+    import argparse
+
+    class Version(argparse.Action):
+        """``--version``: ``pkletd <version>`` of the installed package, then exit."""
+
+        def __init__(self, option_strings: list[str], dest: str, **_: Any) -> None:
+            super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+        def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+            from importlib.metadata import version
+
+            print(f"pkletd {version('pkletd')}")
+            parser.exit()
+
     parser = argparse.ArgumentParser(prog="pkletd", description="A Kubernetes node agent.")
-    parser.add_argument("--version", action=_Version)
+    parser.add_argument("--version", action=Version)
     commands = parser.add_subparsers(dest="command", required=True)
     start = commands.add_parser("start", help="run the node agent in the foreground")
     if starting:  # the flags need the config module; other commands stay light
@@ -72,25 +76,46 @@ def _worker_names() -> str:
 
 
 def request(run_dir: str, body: dict[str, Any]) -> dict[str, Any]:
-    path = Path(run_dir) / CONTROL_SOCKET
+    """One JSON request, its JSON reply."""
+    import json
+
+    reply: dict[str, Any] = json.loads(_exchange(run_dir, (json.dumps(body) + "\n").encode()))
+    return reply
+
+
+def status_reply(run_dir: str) -> dict[str, Any]:
+    """The status, as the control socket answers ``STATUS_REQUEST``: in ``marshal``, or
+    in JSON from a running pkletd older than this command (upgraded, not restarted)."""
+    data = _exchange(run_dir, STATUS_REQUEST)
+    if data.startswith(b'{"'):  # no marshal data starts so: a dict's key is no '"' type
+        import json
+
+        old: dict[str, Any] = json.loads(data)
+        return old
+    try:
+        reply: dict[str, Any] = marshal.loads(data)
+    except (EOFError, TypeError) as exc:
+        raise ValueError(f"bad status reply ({len(data)} bytes): {exc}") from exc
+    return reply
+
+
+def _exchange(run_dir: str, request: bytes) -> bytes:
+    """Sends ``request``; the reply is all the control socket sends before closing."""
+    path = f"{run_dir}/{CONTROL_SOCKET}"
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(TIMEOUT_S)
         try:
-            sock.connect(str(path))
+            sock.connect(path)
         except (FileNotFoundError, ConnectionRefusedError) as exc:
             raise ConnectionError(f"pkletd is not running (no control socket at {path})") from exc
-        sock.sendall((json.dumps(body) + "\n").encode())
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            data += chunk
+        sock.sendall(request)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
     finally:
         sock.close()
-    reply: dict[str, Any] = json.loads(data)
-    return reply
+    return b"".join(chunks)
 
 
 def _duration(seconds: float) -> str:
@@ -312,6 +337,8 @@ def _table(rows: list[tuple[str, ...]]) -> list[str]:
 
 def start(args: argparse.Namespace) -> int:
     """Load the configuration (exit 2 when bad) and run the node agent."""
+    import gc
+
     gc.disable()  # while importing: the fork server freezes and shares what this makes
     from pkletd.supervisor import config
 
@@ -333,7 +360,35 @@ def start(args: argparse.Namespace) -> int:
         return 1
 
 
+def _plain_status(run_dir: str) -> int:
+    """``pkletd status [--run-dir DIR]``: the table, asked and printed with builtins only."""
+    try:
+        reply = status_reply(run_dir)
+    except (ConnectionError, OSError, ValueError) as exc:
+        print(f"pkletd: {exc}", file=sys.stderr)
+        return 1
+    if not reply.get("ok"):
+        print(f"pkletd: status: {reply.get('error')}", file=sys.stderr)
+        return 1
+    print(format_status(reply))
+    return 0
+
+
+def _plain_status_run_dir(argv: list[str]) -> str | None:
+    """The run dir of a plain ``status``, ``status --run-dir DIR`` or ``status
+    --run-dir=DIR``; None for anything else (argparse reads it, and says what is wrong)."""
+    if argv == ["status"]:
+        return DEFAULT_RUN_DIR
+    if len(argv) == 3 and argv[:2] == ["status", "--run-dir"] and argv[2][:1] not in ("", "-"):
+        return argv[2]
+    if len(argv) == 2 and argv[0] == "status" and argv[1].startswith("--run-dir="):
+        return argv[1].removeprefix("--run-dir=") or None
+    return None
+
+
 def _control(args: argparse.Namespace) -> int:
+    import json
+
     body: dict[str, Any] = {"command": args.command}
     if args.command == "restart-worker":
         body["name"] = args.name
@@ -352,26 +407,29 @@ def _control(args: argparse.Namespace) -> int:
     if args.command == "status":
         print(json.dumps(reply) if args.json else format_status(reply))
     elif args.command == "stop":
-        _wait_gone(Path(args.run_dir) / CONTROL_SOCKET)
+        _wait_gone(args.run_dir)
     return 0
 
 
-def _wait_gone(path: Path) -> None:
+def _wait_gone(run_dir: str) -> None:
     deadline = time.monotonic() + TIMEOUT_S
     while time.monotonic() < deadline:
         try:
-            request(str(path.parent), {"command": "status"})
+            status_reply(run_dir)
         except (ConnectionError, OSError, ValueError):
             return
         time.sleep(0.05)
 
 
 def main(argv: list[str] | None = None) -> int:
-    if argv is None and Path(sys.argv[0]).name == "kubelet":  # a link named kubelet
+    if argv is None and sys.argv[0].rpartition("/")[2] == "kubelet":  # a link named kubelet
         from pkletd.supervisor import kubeletcmd
 
         return kubeletcmd.main()
     argv = sys.argv[1:] if argv is None else argv
+    run_dir = _plain_status_run_dir(argv)
+    if run_dir is not None:
+        return _plain_status(run_dir)
     args = _parser("start" in argv, "restart-worker" in argv).parse_args(argv)
     if args.command == "start":
         return start(args)

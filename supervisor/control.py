@@ -2,7 +2,10 @@
 
 A unix stream socket ``<run-dir>/control.sock`` (0600). One request per
 connection, one JSON object per line each way, so the CLI needs nothing heavier
-than ``socket`` and ``json`` and answers in tens of milliseconds:
+than ``socket`` and ``json`` and answers in tens of milliseconds; a request with
+``"reply": "marshal"`` gets its reply in ``marshal`` (what JSON would carry) instead,
+for ``pkletd status``, which then imports no ``json`` (nor, with it, ``re``). The
+connection closes after the reply.
 
     {"command": "status"}        -> {"ok": true, "workers": [...], "pods": [...]}
     {"command": "status", "events": true}
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import marshal
 import os
 import queue
 import socket
@@ -35,6 +39,7 @@ log = logging.getLogger(__name__)
 SOCKET = "control.sock"
 REPLY_TIMEOUT_S = 5.0
 MAX_REQUEST = 64 * 1024
+MARSHAL_VERSION = 4  # the CLI runs on the same Python as the supervisor
 
 
 @dataclass
@@ -98,8 +103,15 @@ class ControlServer:
             reply = request.reply.get(timeout=REPLY_TIMEOUT_S)
         except queue.Empty:
             reply = {"ok": False, "error": "the supervisor loop did not answer in time"}
-        conn.sendall(_line(reply))
+        conn.sendall(_encoded(reply, body.get("reply")))
 
 
 def _line(obj: dict[str, Any]) -> bytes:
     return (json.dumps(obj) + "\n").encode()
+
+
+def _encoded(reply: dict[str, Any], encoding: object) -> bytes:
+    if encoding != "marshal":
+        return _line(reply)
+    line = _line(reply)  # what JSON carries: plain types only (no str enums, no tuples)
+    return marshal.dumps(json.loads(line), MARSHAL_VERSION)

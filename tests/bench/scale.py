@@ -9,7 +9,7 @@ that pkletd with its pods running:
 
 * start-up p50 and p99, against the floor's for the same pods;
 * ``pkletd status`` wall time, median of ``--scale-status-runs`` (10), against
-  ``python -c pass`` (``status.wall_times``);
+  ``python -c pass`` (``status.wall_times``: the installed wheel's);
 * ``/pods`` and ``/stats/summary`` latency, p50 and p99 of ``--scale-requests`` (30)
   rounds after an unmeasured one, against ``/healthz`` in the same rounds (the
   kubelet API figure's client and rounds, ``kubeletapi``);
@@ -168,7 +168,7 @@ def measure_size(ctx: Context, size: int, build: Any, pki: Pki) -> Row:
         "floor_p50_s": floor.p50,
         "floor_p99_s": floor.p99,
     }
-    row["status_s"], row["python_pass_s"] = wall_times(agent, ctx.args.scale_status_runs)
+    row["status_s"], row["python_pass_s"] = wall_times(ctx, agent, ctx.args.scale_status_runs)
     progress(f"scale {size}: kubelet API, {ctx.args.scale_requests} rounds")
     row |= api_latency(agent, pki.client_cert("bench"), size, ctx.args.scale_requests)
     pss = {t.removeprefix("pkletd: "): pss_kb(p) / 1024 for p, t in agent.process_tree().items()}
