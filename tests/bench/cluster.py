@@ -42,6 +42,7 @@ from typing import Any
 import kubernetes.client
 from kubernetes.client.rest import ApiException
 
+from tests.bench import apitimeline
 from tests.bench.common import (
     BenchPkletd,
     Context,
@@ -93,11 +94,11 @@ def section(ctx: Context) -> None:
     agent = BenchPkletd(ctx.daemon.address, ctx.args.parallelism)
     kube = Kube(server)
     try:
+        ctx.agent = agent  # stopped by drop_agent even if its start fails
         agent.join_cluster(server).start()
-        ctx.agent = agent
         node = f"system:node:{agent.node}"
         wait_for("the node registered", lambda: _registered(kube, agent.node), timeout=60)
-        started, running_at = _create(kube, agent.node, ctx.args.pods)
+        started, created_at, seen_at = _create(kube, agent.node, ctx.args.pods)
         created = (started, _quiet(server, node))
         steady = _steady(server, node, ctx.args.steady_s)
         began = _delete(kube, ctx.args.pods)
@@ -108,8 +109,22 @@ def section(ctx: Context) -> None:
             for r in server.requests(user=node, since=span[0])
             if r.when <= span[1] and r.resource in POD_RESOURCES
         ]
-        timeline = log_breakdown(agent.log(), started)
-        _report(ctx, pod_calls, started, running_at, steady, timeline)
+        log_text = agent.log()
+        timeline = log_breakdown(log_text, started)
+        added, containers = apitimeline.from_log(log_text)
+        patched = apitimeline.last_patches(server.requests(user=node, since=started), seen_at)
+        clocks = {
+            "created": created_at,
+            "added": added,
+            "started": containers,
+            "patched": patched,
+            "seen": seen_at,
+        }
+        timeline.update(apitimeline.breakdown(clocks))
+        running_at = {n: seen_at[n] - created_at[n] for n in created_at}
+        _report(
+            ctx, pod_calls, started, running_at | {"_last": max(seen_at.values())}, steady, timeline
+        )
     finally:
         ctx.drop_agent()
         kube.close()
@@ -136,8 +151,9 @@ def _registered(kube: Kube, node: str) -> bool:
     return True
 
 
-def _create(kube: Kube, node: str, count: int) -> tuple[float, dict[str, float]]:
-    """Create the pods; when each was first seen Running and ready (time.time())."""
+def _create(kube: Kube, node: str, count: int) -> tuple[float, dict[str, float], dict[str, float]]:
+    """Create the pods; the first create, when each was created and first seen Running and
+    ready (time.time())."""
     progress(f"cluster: creating {count} pods through the API")
     started = time.time()
     created: dict[str, float] = {}
@@ -159,7 +175,7 @@ def _create(kube: Kube, node: str, count: int) -> tuple[float, dict[str, float]]
         return len(running) == count
 
     wait_for("every API pod Running", all_running, timeout=300, every=POLL_S)
-    return started, {n: running[n] - created[n] for n in created} | {"_last": max(running.values())}
+    return started, created, running
 
 
 def _quiet(server: ApiServer, user: str) -> float:
@@ -240,6 +256,7 @@ def _report(
             f"started {timeline['log_last_container_started_s']:.2f} s, last Running in the "
             f"API {total:.2f} s"
         )
+        print("  per pod: " + apitimeline.describe(timeline))
     ctx.figures.update(
         {
             **{f"cluster_{k}": v for k, v in timeline.items()},
