@@ -18,7 +18,8 @@ client is the admin).
 * start-up: the pods created from ``CREATORS`` threads (as fast as the API server takes
   them, as the static pods' manifests are written at once; a ReplicaSet controller
   creates its pods in parallel batches too), the first create to the last pod Running
-  in the API, against the
+  in the API (seen by a watch started before the first create: ``RunningObserver``),
+  against the
   static-pod start-up of the same pods (the start-up figure's total, same run; run
   alone, ``--only cluster`` first starts the same pods as static pods on a pkletd of
   its own, not joined, and removes them).
@@ -35,6 +36,8 @@ every 5 min, and its watches re-made every 5-10 min (pods, node, services: ~0.4/
 from __future__ import annotations
 
 import collections
+import json
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -46,6 +49,7 @@ from tests.bench import apitimeline
 from tests.bench.common import (
     BenchPkletd,
     Context,
+    CpuMeter,
     clean_runtime,
     percentile,
     progress,
@@ -55,6 +59,7 @@ from tests.bench.common import (
 from tests.bench.startup import log_breakdown, pod_names, run_pkletd
 from tests.harness.apiserver import ApiServer, ApiServerConfig
 from tests.harness.apiserver.client import Kube
+from tests.harness.containerd import PrivateContainerd
 from tests.harness.node import BUSYBOX, wait_for
 
 KUBELET_PER_POD = 2 * 2 + 2 * 2 + 1 + 4  # (GET + PATCH) x 4 writes, DELETE, 4 events
@@ -86,6 +91,66 @@ def ready(pod: Any) -> bool:
     return pod.status.phase == "Running" and bool(statuses) and all(s.ready for s in statuses)
 
 
+def ready_json(pod: dict[str, Any]) -> bool:
+    """``ready`` of a pod as the API serves it."""
+    status = pod.get("status") or {}
+    statuses = status.get("containerStatuses") or []
+    return status.get("phase") == "Running" and bool(statuses) and all(s["ready"] for s in statuses)
+
+
+class RunningObserver:
+    """When each of ``names`` is first seen Running and ready, by a watch of the namespace
+    (time.time() of the event's arrival), as a controller's informer sees it: the static
+    pods' observer polls pkletd's status every ``--poll-ms``, at a few ms of CPU each; a
+    list of 100 pods through the client's models costs the bench about 75 ms of CPU, 5 times
+    a second, on the cores pkletd starts the pods on."""
+
+    def __init__(self, kube: Kube, names: set[str]) -> None:
+        self.running: dict[str, float] = {}
+        self._kube = kube
+        self._names = names
+        self._version = self._list()
+        threading.Thread(target=self._run, name="observer", daemon=True).start()
+
+    def done(self) -> bool:
+        return self.running.keys() >= self._names
+
+    def _saw(self, pod: dict[str, Any]) -> None:
+        name = pod["metadata"]["name"]
+        if name in self._names and name not in self.running and ready_json(pod):
+            self.running[name] = time.time()
+
+    def _list(self) -> str:
+        response = self._kube.core.list_namespaced_pod("default", _preload_content=False)
+        body = json.loads(response.data)
+        for pod in body["items"]:
+            self._saw(pod)
+        return str(body["metadata"]["resourceVersion"])
+
+    def _run(self) -> None:
+        while not self.done():
+            response = self._kube.core.list_namespaced_pod(
+                "default",
+                watch=True,
+                resource_version=self._version,
+                timeout_seconds=600,
+                _preload_content=False,
+            )
+            pending = b""
+            for chunk in response.stream(decode_content=True):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in filter(None, lines):
+                    event = json.loads(line)
+                    self._saw(event["object"])
+                    self._version = event["object"]["metadata"]["resourceVersion"]
+                if self.done():
+                    break
+            response.close()
+            if not self.done():
+                self._version = self._list()  # the watch ended early: catch up, watch again
+
+
 def section(ctx: Context) -> None:
     if "startup_pkletd_total_s" not in ctx.figures:
         _static_baseline(ctx)
@@ -98,7 +163,10 @@ def section(ctx: Context) -> None:
         agent.join_cluster(server).start()
         node = f"system:node:{agent.node}"
         wait_for("the node registered", lambda: _registered(kube, agent.node), timeout=60)
+        meter = _meter(ctx.daemon, agent)
         started, created_at, seen_at = _create(kube, agent.node, ctx.args.pods)
+        ctx.figures["cluster_api_cpu"] = cpu = meter.read()
+        print("API pods' start-up, CPU s: " + _cpu_line(cpu), flush=True)
         created = (started, _quiet(server, node))
         steady = _steady(server, node, ctx.args.steady_s)
         began = _delete(kube, ctx.args.pods)
@@ -137,10 +205,31 @@ def _static_baseline(ctx: Context) -> None:
     progress(f"cluster: the baseline, {len(names)} static pods")
     agent = ctx.agent = BenchPkletd(ctx.daemon.address, ctx.args.parallelism)
     agent.start()
+    meter = _meter(ctx.daemon, agent)
     run = run_pkletd(agent, names, ctx.daemon, ctx.args.poll_ms / 1000)
+    ctx.figures["cluster_static_cpu"] = cpu = meter.read()
+    print("static pods' start-up, CPU s: " + _cpu_line(cpu), flush=True)
     ctx.figures["startup_pkletd_total_s"] = run.total
     ctx.drop_agent()
     clean_runtime(ctx.daemon.address)
+
+
+def _meter(daemon: PrivateContainerd, agent: BenchPkletd) -> CpuMeter:
+    """CPU of each of the agent's processes, by title, the runtime, the bench, the rest."""
+    tree = agent.process_tree()
+    return CpuMeter(daemon, {title.removeprefix("pkletd: "): [pid] for pid, title in tree.items()})
+
+
+def _cpu_line(cpu: dict[str, float]) -> str:
+    spent = sorted(
+        (
+            (k.removeprefix("cpu_").removesuffix("_s"), v)
+            for k, v in cpu.items()
+            if k.startswith("cpu_")
+        ),
+        key=lambda kv: -kv[1],
+    )
+    return ", ".join(f"{k} {v:.2f}" for k, v in spent) + f"; machine busy {cpu['machine_busy']:.0%}"
 
 
 def _registered(kube: Kube, node: str) -> bool:
@@ -154,6 +243,8 @@ def _registered(kube: Kube, node: str) -> bool:
 def _create(kube: Kube, node: str, count: int) -> tuple[float, dict[str, float], dict[str, float]]:
     """Create the pods; the first create, when each was created and first seen Running and
     ready (time.time())."""
+    names = [f"api{i:03d}" for i in range(count)]
+    observer = RunningObserver(kube, set(names))
     progress(f"cluster: creating {count} pods through the API")
     started = time.time()
     created: dict[str, float] = {}
@@ -163,19 +254,10 @@ def _create(kube: Kube, node: str, count: int) -> tuple[float, dict[str, float],
         created[name] = time.time()
 
     with ThreadPoolExecutor(CREATORS) as pool:
-        list(pool.map(create, [f"api{i:03d}" for i in range(count)]))
+        list(pool.map(create, names))
     progress(f"cluster: {count} creates took {time.time() - started:.2f} s")
-    running: dict[str, float] = {}
-
-    def all_running() -> bool:
-        now = time.time()
-        for pod in kube.core.list_namespaced_pod("default").items:
-            if pod.metadata.name in created and pod.metadata.name not in running and ready(pod):
-                running[pod.metadata.name] = now
-        return len(running) == count
-
-    wait_for("every API pod Running", all_running, timeout=300, every=POLL_S)
-    return started, created, running
+    wait_for("every API pod Running", observer.done, timeout=300, every=POLL_S)
+    return started, created, observer.running
 
 
 def _quiet(server: ApiServer, user: str) -> float:
