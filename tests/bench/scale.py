@@ -32,11 +32,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import statistics
 import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
+
+from pkletd.supervisor.cli import status_reply
 
 from tests.bench.common import (
     BenchPkletd,
@@ -169,6 +172,7 @@ def measure_size(ctx: Context, size: int, build: Any, pki: Pki) -> Row:
         "floor_p99_s": floor.p99,
     }
     row["status_s"], row["python_pass_s"] = wall_times(ctx, agent, ctx.args.scale_status_runs)
+    row["status_request_s"] = request_time(agent, ctx.args.scale_status_runs)
     progress(f"scale {size}: kubelet API, {ctx.args.scale_requests} rounds")
     row |= api_latency(agent, pki.client_cert("bench"), size, ctx.args.scale_requests)
     pss = {t.removeprefix("pkletd: "): pss_kb(p) / 1024 for p, t in agent.process_tree().items()}
@@ -181,6 +185,16 @@ def measure_size(ctx: Context, size: int, build: Any, pki: Pki) -> Row:
     return row
 
 
+def request_time(agent: BenchPkletd, runs: int) -> float:
+    """Median of ``runs`` of what ``pkletd status`` asks, made in-process."""
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        status_reply(str(agent.run_dir))
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
 def print_row(size: int, row: Row, machine: dict[str, float]) -> None:
     print(
         f"scale, {size} pods: start-up p50 {row['startup_p50_s']:.2f} s, p99 "
@@ -188,7 +202,9 @@ def print_row(size: int, row: Row, machine: dict[str, float]) -> None:
         f"{row['floor_p99_s']:.2f} s = {ratio(row['startup_p50_s'], row['floor_p50_s']):.2f}x"
         f" / {ratio(row['startup_p99_s'], row['floor_p99_s']):.2f}x; status "
         f"{ms(row['status_s'])} = {ratio(row['status_s'], row['python_pass_s']):.2f}x "
-        f"python -c pass; /pods p50 {ms(row['pods_p50_s'])}, p99 {ms(row['pods_p99_s'])}; "
+        f"python -c pass (the control request alone, in-process: "
+        f"{ms(row['status_request_s'])}); /pods p50 {ms(row['pods_p50_s'])}, p99 "
+        f"{ms(row['pods_p99_s'])}; "
         f"/stats/summary p50 {ms(row['summary_p50_s'])}, p99 {ms(row['summary_p99_s'])} "
         f"(/healthz p50 {ms(row['healthz_p50_s'])}); PSS {row['pss_mb']:.1f} MB",
         flush=True,
