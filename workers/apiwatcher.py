@@ -205,7 +205,7 @@ def main(settings: WorkerSettings, kubeconfig: str, node: str, qps: int, burst: 
     inbox: Inbox[Seen] = Inbox()
     pods = kubernetes.client.CoreV1Api(client).list_pod_for_all_namespaces
     reflector = Reflector(SOURCE, pods, inbox, f"spec.nodeName={node}")
-    bus = WorkerBus(settings.run_dir, settings.name)
+    bus = WorkerBus(settings.run_dir, settings.name, broadcasts=False)  # needs none
     worker = ApiWatcher(bus, reflector, inbox)
     reflector.start()
     return serve(settings, bus, worker)

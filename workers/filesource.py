@@ -158,6 +158,6 @@ class FileSource:
 
 
 def main(settings: WorkerSettings, root: Path, node_name: str, period: float) -> int:
-    bus = WorkerBus(settings.run_dir, settings.name)
+    bus = WorkerBus(settings.run_dir, settings.name, broadcasts=False)  # needs none
     source = FileSource(bus, root, node_name, period, Inotify())
     return serve(settings, bus, source)

@@ -295,5 +295,5 @@ class HttpSource:
 def main(
     settings: WorkerSettings, url: str, headers: Headers, node_name: str, period: float
 ) -> int:
-    bus = WorkerBus(settings.run_dir, settings.name)
+    bus = WorkerBus(settings.run_dir, settings.name, broadcasts=False)  # needs none
     return serve(settings, bus, HttpSource(bus, url, headers, node_name, period))

@@ -243,6 +243,6 @@ def main(
     interval: float,
     workers: int,
 ) -> int:
-    bus = WorkerBus(settings.run_dir, settings.name)
+    bus = WorkerBus(settings.run_dir, settings.name, broadcasts=False)  # needs none
     rotator = LogRotator(CriRuntime(endpoint, timeout), policy, interval, workers)
     return serve(settings, bus, rotator)

@@ -158,9 +158,12 @@ class ParentBus:
 
 
 class WorkerBus:
-    """A worker's end: DEALER to the parent, SUB to its broadcasts."""
+    """A worker's end: DEALER to the parent, SUB to its broadcasts.
 
-    def __init__(self, run_dir: Path, name: str) -> None:
+    A worker that needs none of the broadcasts (``broadcasts=False``) subscribes to
+    none: the parent's publisher then sends it nothing, so no broadcast wakes it."""
+
+    def __init__(self, run_dir: Path, name: str, broadcasts: bool = True) -> None:
         self.name = name
         self._ctx = zmq.Context()
         self.dealer: zmq.Socket[bytes] = self._ctx.socket(zmq.DEALER)
@@ -170,7 +173,8 @@ class WorkerBus:
         self.sub: zmq.Socket[bytes] = self._ctx.socket(zmq.SUB)
         self.sub.setsockopt(zmq.LINGER, 0)
         self.sub.setsockopt(zmq.RCVHWM, 100_000)
-        self.sub.setsockopt(zmq.SUBSCRIBE, b"")
+        if broadcasts:
+            self.sub.setsockopt(zmq.SUBSCRIBE, b"")
         self.sub.connect(_endpoint(run_dir, EVENTS_SOCKET))
         self._sent = 0
 

@@ -40,7 +40,7 @@ __all__ = ["CertSettings", "main"]
 
 
 def main(settings: WorkerSettings, options: CertSettings, qps: int, burst: int) -> int:
-    bus = WorkerBus(settings.run_dir, settings.name)
+    bus = WorkerBus(settings.run_dir, settings.name, broadcasts=False)  # needs none
     worker = CertManagerWorker(bus)
 
     def client(path: str) -> LimitedApiClient:

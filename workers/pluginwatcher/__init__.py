@@ -39,7 +39,7 @@ class WatcherOptions:
 
 
 def main(settings: WorkerSettings, options: WatcherOptions) -> int:
-    bus = WorkerBus(settings.run_dir, settings.name)
+    bus = WorkerBus(settings.run_dir, settings.name, broadcasts=False)  # needs none
     client = kubeapi.connect(options.kubeconfig, options.api_qps, options.api_burst)
     api = KubeCsiNodeApi(client, kubeapi.REQUEST_TIMEOUT_S)
     registrar = Registrar(GrpcPlugins(), NodeInfoManager(api, options.node_name))

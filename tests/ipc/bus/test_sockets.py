@@ -1,5 +1,5 @@
 """The bus sockets themselves: a socket file removed or replaced is bound again, and the
-connections made before go on."""
+connections made before go on; a worker that takes no broadcasts is sent none."""
 
 from __future__ import annotations
 
@@ -54,3 +54,22 @@ def test_socket_files_removed_or_replaced_are_bound_again(tmp_path: Path) -> Non
         for bus in (early, late, parent):
             if bus is not None:
                 bus.close()
+
+
+def test_a_worker_that_takes_no_broadcasts_is_sent_none(tmp_path: Path) -> None:
+    parent = ParentBus(tmp_path)
+    deaf = WorkerBus(tmp_path, "log-rotator", broadcasts=False)
+    hearing = WorkerBus(tmp_path, "pleg")
+    try:
+        heard = first(hearing.receive_broadcast, poke=lambda: parent.publish(Heartbeat("x")))
+        assert heard.message == Heartbeat("x")
+        parent.publish(Heartbeat("after"))
+        while heard.message != Heartbeat("after"):  # the pokes' "x"s first
+            heard = first(hearing.receive_broadcast)
+        # every broadcast reached the one that hears by now; the other got none of them
+        assert deaf.sub.poll(0) == 0
+        deaf.send(Heartbeat("log-rotator"))  # its own messages still go to the parent
+        assert first(lambda: parent.receive()[1]).sender == "log-rotator"
+    finally:
+        for bus in (deaf, hearing, parent):
+            bus.close()
