@@ -50,7 +50,7 @@ import msgpack
 import setproctitle
 from pkletd.ipc.bus.workername import WorkerName
 from pkletd.ipc.wakeup import Wakeup
-from pkletd.supervisor import logs
+from pkletd.supervisor import logs, warmup
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,7 @@ class ForkServer:
 
     def start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        warmup.run()
         gc.freeze()
         pid = os.fork()
         gc.enable()

@@ -81,6 +81,21 @@ class _ProcessName(logging.Filter):
         return True
 
 
+def warm(lines: int) -> None:
+    """Log ``lines`` lines as a process's log does (record, filter, format, file handler)
+    through a handler on ``/dev/null``: run before the fork server is forked, what the
+    first lines build is shared by every process (``supervisor/warmup.py``)."""
+    handler = _LogFile(Path(os.devnull))
+    handler.setFormatter(logging.Formatter(FORMAT))
+    handler.addFilter(_ProcessName("warmup"))
+    logger = logging.Logger(__name__)  # not the manager's: no process's log sees it
+    logger.addHandler(handler)
+    logger.propagate = False
+    for line in range(lines):
+        logger.info("warming up line=%d", line)
+    handler.close()
+
+
 def configure(process: str, log_dir: Path, to_stderr: bool = False) -> None:
     """Send this process's log to ``<log_dir>/<process>.log`` (and stderr if asked)."""
     root = logging.getLogger()
@@ -99,4 +114,6 @@ def configure(process: str, log_dir: Path, to_stderr: bool = False) -> None:
         handler.setFormatter(formatter)
         handler.addFilter(name_filter)
         root.addHandler(handler)
-    root.setLevel(os.environ.get("PKLETD_LOG_LEVEL", "INFO"))
+    level = os.environ.get("PKLETD_LOG_LEVEL", "INFO")
+    if logging.getLevelName(root.level) != level:  # a worker keeps the fork server's:
+        root.setLevel(level)  # setting it clears every logger's cache, copying their pages

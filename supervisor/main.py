@@ -1,4 +1,11 @@
-"""``pkletd start``: prepare the directories, fork the fork server, run the loop."""
+"""``pkletd start``: prepare the directories, fork the fork server, run the loop.
+
+The fork server is forked once what the workers run is imported (``workerset`` imports
+every worker) and before the parent imports its own machinery (the agent and its parts,
+the pod logic): the pages of those modules that the parent writes would otherwise stay,
+as originals no process uses, in the fork server and every worker (docs/performance.md,
+Memory).
+"""
 
 from __future__ import annotations
 
@@ -9,13 +16,10 @@ from pathlib import Path
 
 import setproctitle
 from pkletd.ipc.runtime.cri import CriRuntime
-from pkletd.supervisor import logs, parts, workerset
-from pkletd.supervisor.agent import Agent
+from pkletd.supervisor import logs, workerset
 from pkletd.supervisor.config import KubeletConfig
 from pkletd.supervisor.credentialproviders import providerconfig
-from pkletd.supervisor.credentialproviders.providers import CredentialProviders
 from pkletd.supervisor.forkserver import ForkServer
-from pkletd.supervisor.metrics.runtimeops import RuntimeOperations
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +61,11 @@ def start(config: KubeletConfig, warnings: tuple[str, ...]) -> int:
     entries = workerset.entries(config, sockets)
     forkserver = ForkServer(entries, Path(config.log_dir), sockets)
     forkserver.start()  # before any zmq context, gRPC channel or thread exists
+    from pkletd.supervisor import parts  # the parent's own: imported after the fork
+    from pkletd.supervisor.agent import Agent
+    from pkletd.supervisor.credentialproviders.providers import CredentialProviders
+    from pkletd.supervisor.metrics.runtimeops import RuntimeOperations
+
     operations = RuntimeOperations()  # counts every CRI call of the parent's runtime
     runtime = CriRuntime(
         config.container_runtime_endpoint, config.runtime_request_timeout, operations.observe

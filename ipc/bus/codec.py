@@ -86,6 +86,13 @@ def _build(cls: type[Message], body: dict[str, Any], who: str) -> Message:
 _HINTS: dict[type, dict[str, Any]] = {}
 
 
+def cache_hints() -> None:
+    """Resolve every message kind's type hints now (else at its first decoding): done
+    before the fork server is forked, every process shares them."""
+    for cls in MESSAGES.values():
+        _hints(cls)
+
+
 def _hints(cls: type) -> dict[str, Any]:
     if cls not in _HINTS:
         _HINTS[cls] = typing.get_type_hints(cls)

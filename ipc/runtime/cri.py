@@ -20,7 +20,6 @@ from typing import Any, NewType, TypeVar
 
 import grpc
 from cri_api.v1 import api_pb2 as pb
-from cri_api.v1 import api_pb2_grpc as pb_grpc
 from grpc import _channel  # noqa: F401 (imported at the first channel: here, in the fork server)
 from pkletd.ipc.apimodel.podspec import PodUID
 
@@ -366,15 +365,39 @@ class StreamFlags:
     tty: bool
 
 
+class _Service:
+    """One CRI service's methods on a channel, each made at its first call from the service's
+    descriptor. A process calls a few of them: the generated stubs make all ~35 (about 0.5 MB
+    of every process that speaks CRI)."""
+
+    def __init__(self, channel: grpc.Channel, name: str) -> None:
+        self._channel = channel
+        self._described = pb.DESCRIPTOR.services_by_name[name]
+        self._methods: dict[str, grpc.UnaryUnaryMultiCallable[Any, Any]] = {}
+
+    def method(self, name: str) -> grpc.UnaryUnaryMultiCallable[Any, Any]:
+        made = self._methods.get(name)
+        if made is None:  # two threads may both make it: either is as good
+            rpc = self._described.methods_by_name[name]
+            made = self._channel.unary_unary(
+                f"/{self._described.full_name}/{name}",
+                request_serializer=getattr(pb, rpc.input_type.name).SerializeToString,
+                response_deserializer=getattr(pb, rpc.output_type.name).FromString,
+                _registered_method=True,  # as the generated stubs
+            )
+            self._methods[name] = made
+        return made
+
+
 @dataclass(frozen=True, slots=True)
 class _Stubs:
     channel: grpc.Channel
-    runtime: pb_grpc.RuntimeServiceStub
-    images: pb_grpc.ImageServiceStub
+    runtime: _Service
+    images: _Service
 
     @classmethod
     def of(cls, channel: grpc.Channel) -> _Stubs:
-        return cls(channel, pb_grpc.RuntimeServiceStub(channel), pb_grpc.ImageServiceStub(channel))
+        return cls(channel, _Service(channel, "RuntimeService"), _Service(channel, "ImageService"))
 
 
 class CriRuntime:
@@ -408,18 +431,20 @@ class CriRuntime:
         return stubs
 
     @property
-    def _runtime(self) -> pb_grpc.RuntimeServiceStub:
+    def _runtime(self) -> _Service:
         return self._connected().runtime
 
     @property
-    def _images(self) -> pb_grpc.ImageServiceStub:
+    def _images(self) -> _Service:
         return self._connected().images
 
-    def _call(self, stub: Any, method: str, request: Any, target: str, timeout: float = 0) -> Any:
+    def _call(
+        self, service: _Service, method: str, request: Any, target: str, timeout: float = 0
+    ) -> Any:
         started = time.monotonic()
         failed = False
         try:
-            return getattr(stub, method)(request, timeout=timeout or self._timeout)
+            return service.method(method)(request, timeout=timeout or self._timeout)
         except grpc.RpcError as exc:
             failed = True
             raise CriError(method, target, exc.code().name, exc.details() or "") from exc
@@ -589,7 +614,7 @@ class CriRuntime:
         """ExecSync with no time limit, as the kubelet's ``/run`` makes it: the result comes
         on gRPC's own thread, and cancelling the future cancels the call (its client left)."""
         request = pb.ExecSyncRequest(container_id=container_id, cmd=list(command), timeout=0)
-        call = self._runtime.ExecSync.future(request)
+        call = self._runtime.method("ExecSync").future(request)
         target = f"container={container_id}"
         result: Future[ExecResult] = Future()
 
