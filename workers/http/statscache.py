@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import enum
 import json
-import logging
 import threading
 from collections.abc import Callable, Iterable
 from typing import Protocol
@@ -25,13 +24,11 @@ from pkletd.ipc.nodestats import cadvisor, resource
 from pkletd.ipc.nodestats.housekeeping import Gathered
 from pkletd.ipc.nodestats.podrefs import PodDict
 from pkletd.ipc.nodestats.summary import cpu_and_memory, format_times
-
-log = logging.getLogger(__name__)
+from pkletd.workers.http.passthread import PassThread
 
 HOUSEKEEPING_S = 10.0  # the kubelet's cAdvisor housekeeping interval
 FIRST_WAIT_S = 10.0
 ASKED_S = 120.0
-JOIN_S = 5.0
 
 
 class Gatherer(Protocol):
@@ -101,10 +98,8 @@ class StatsCache:
         self._clock = clock
         self._latest: Pass | None = None
         self._first = threading.Event()
-        self._wake = threading.Event()
         self._asked: dict[Body, float] = {}  # the last request for each, monotonic
-        self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="housekeeping", daemon=True)
+        self._thread = PassThread("housekeeping", self.housekeep, clock, interval_s)
 
     @property
     def latest(self) -> Pass | None:
@@ -125,7 +120,7 @@ class StatsCache:
 
     def poke(self) -> None:
         """Run a pass now (the pods became known)."""
-        self._wake.set()
+        self._thread.poke()
 
     def housekeep(self) -> float:
         """One pass, and the bodies asked for rendered; the monotonic time the next is due."""
@@ -138,18 +133,5 @@ class StatsCache:
         self._first.set()
         return start + self.interval_s
 
-    def _run(self) -> None:
-        while not self._stopping:
-            self._wake.clear()
-            try:
-                due = self.housekeep()
-            except Exception:  # noqa: BLE001 (this thread's top level: a bug must not end stats)
-                log.exception("stats housekeeping failed")
-                due = self._clock.monotonic() + self.interval_s
-            self._clock.wait(self._wake, due - self._clock.monotonic())
-
     def close(self) -> None:
-        self._stopping = True
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(JOIN_S)
+        self._thread.close()

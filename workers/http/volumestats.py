@@ -9,17 +9,14 @@ only, never the servers' loop nor the lifecycle's heartbeats.
 
 from __future__ import annotations
 
-import logging
-import threading
 from collections.abc import Callable, Iterable
 
 from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.ipc.nodestats.csivolumes import CsiVolumeStats
 from pkletd.ipc.nodestats.podrefs import PodDict
+from pkletd.workers.http.passthread import PassThread
 
-log = logging.getLogger(__name__)
-
-JOIN_S = 5.0
+RETRY_S = 1.0  # after a failed refresh
 
 
 class VolumeStatsRefresher:
@@ -31,10 +28,9 @@ class VolumeStatsRefresher:
     ) -> None:
         self.stats = stats
         self._pods = pods
-        self._clock = clock
-        self._wake = threading.Event()
-        self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="volume-stats", daemon=True)
+        self._thread = PassThread(
+            "volume-stats", self._refresh, clock, RETRY_S, on_stop=stats.close
+        )
 
     def start(self) -> VolumeStatsRefresher:
         self._thread.start()
@@ -42,24 +38,10 @@ class VolumeStatsRefresher:
 
     def poke(self) -> None:
         """Measure what is due now (new volumes, volumes of a driver that changed)."""
-        self._wake.set()
-
-    def _run(self) -> None:
-        while not self._stopping:
-            self._wake.clear()
-            due = self._refresh()
-            self._clock.wait(self._wake, due - self._clock.monotonic())
-        self.stats.close()
+        self._thread.poke()
 
     def _refresh(self) -> float:
-        try:
-            return self.stats.refresh(list(self._pods()))
-        except Exception:  # noqa: BLE001 (this thread's top level: a bug must not end stats)
-            log.exception("volume stats refresh failed")
-            return self._clock.monotonic() + 1.0
+        return self.stats.refresh(list(self._pods()))
 
     def close(self) -> None:
-        self._stopping = True
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(JOIN_S)
+        self._thread.close()
