@@ -35,6 +35,7 @@ from tests.bench.common import (
 TARGET_RATIO = 1.5
 RUNS = 20
 INSTALL_TIMEOUT_S = 600
+PIP = PYTHON.parent / "pip"
 
 
 @functools.cache
@@ -57,9 +58,6 @@ def installed_cli(scratch: Path) -> tuple[Path, Path]:
         str(PIP), "--python", str(venv / "bin" / "python"), "install", "-q", "--no-deps", str(wheel)
     )
     return venv / "bin" / "python", venv / "bin" / "pkletd"
-
-
-PIP = PYTHON.parent / "pip"
 
 
 def run_once(cmd: list[str]) -> tuple[float, float]:
