@@ -8,8 +8,13 @@ BENCH_ARGS ?=
 # make soak SOAK_ARGS='--short' (a tenth of the counts, ~3 min; `make test` runs it too)
 SOAK_ARGS ?=
 STAMP := $(VENV)/.installed
+# The real control plane (tests/harness/controlplane): `make cluster NODES=3`
+K8S := $(BIN)/python -m tests.harness.controlplane
+CLUSTER_DIR ?= /tmp/pkletd-cluster
+NODES ?= 1
 
-.PHONY: install deps lint typecheck test unit bench soak run stop clean proto
+.PHONY: install deps binaries lint typecheck test unit bench soak run cluster cluster-kubeconfig \
+	stop clean proto
 
 install: $(STAMP)
 
@@ -22,6 +27,12 @@ $(STAMP): pyproject.toml setup.py
 # System packages the runtime tests need (Debian 12); a no-op when present.
 deps:
 	$(BIN)/python tests/harness/containerd.py install
+
+# kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, etcd and crictl,
+# built from the Go modules pinned in tests/cluster/build/ into /var/cache/pkletd (once per
+# machine; a no-op when built).
+binaries: install
+	$(K8S) build
 
 lint: install
 	$(BIN)/ruff check supervisor workers ipc etc tests setup.py
@@ -57,7 +68,7 @@ proto: install
 unit: install
 	$(BIN)/pytest -q -m "not slow"
 
-test: install deps lint typecheck
+test: install deps binaries lint typecheck
 	$(BIN)/pytest -q
 
 bench: install deps
@@ -70,8 +81,17 @@ run: install deps
 	$(BIN)/python tests/harness/containerd.py up --dir $(CTR_DIR)
 	$(BIN)/pkletd start --config etc/kubelet-config.yaml
 
+# A one-node cluster (NODES=3: three), the real control plane and pkletd, until `make stop`;
+# prints the admin kubeconfig's path (again: make -s cluster-kubeconfig).
+cluster: install deps binaries
+	$(K8S) up --dir $(CLUSTER_DIR) --nodes $(NODES) --containerd-dir $(CTR_DIR)
+
+cluster-kubeconfig:
+	@$(K8S) kubeconfig --dir $(CLUSTER_DIR)
+
 stop:
 	-$(BIN)/pkletd stop
+	-$(K8S) down --dir $(CLUSTER_DIR)
 	$(BIN)/python tests/harness/containerd.py down --dir $(CTR_DIR)
 
 clean:

@@ -16,6 +16,15 @@ API server
     ``make_apiserver`` a factory for servers with other settings, stopped the same way.
     ``kube``           ``Kube`` for ``apiserver``: official client APIs and real kubectl.
 
+The real control plane (``tests/harness/controlplane``)
+    ``control_plane``  etcd, kube-apiserver, kube-controller-manager and kube-scheduler as
+                       kubeadm sets them up, built from Kubernetes' Go modules (built first
+                       if missing), started once per session under ``/tmp/k8s-*``; kept
+                       when a test failed (or with ``PKLETD_KEEP_TMP=1``), else removed.
+    ``cluster_kube``   ``Kube`` as the cluster's admin (its kubectl is the release's own);
+                       afterwards what the test made is deleted (``cleanup.py``), and a
+                       failed test prints the last lines of each component's log.
+
 Every test
     ``no_leaks``       (autouse) fails a test that leaves a child process, an open socket
                        or (when it uses containerd) a pod sandbox behind (``tests/leaks.py``).
@@ -25,6 +34,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -36,6 +47,8 @@ from tests import leaks
 from tests.harness.apiserver import ApiServer, ApiServerConfig
 from tests.harness.apiserver.client import Kube
 from tests.harness.containerd import PrivateContainerd, ensure_installed, remove_all_pods
+from tests.harness.controlplane import ControlPlane, cleanup
+from tests.harness.controlplane.processes import tail
 from tests.harness.node import Pkletd, dump_logs
 
 # PKLETD_TEST_CONTAINERD_DIR gives concurrent test sessions on one machine their own daemon.
@@ -125,6 +138,42 @@ def kube(apiserver: ApiServer) -> Iterator[Kube]:
     client = Kube(apiserver)
     yield client
     client.close()
+
+
+# --------------------------------------------------------------------------- control plane
+
+
+@pytest.fixture(scope="session")
+def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
+    plane = ControlPlane(Path(tempfile.mkdtemp(prefix="k8s-", dir="/tmp")))
+    plane.start()
+    failures = request.session.testsfailed
+    try:
+        yield plane
+    finally:
+        plane.stop()
+        kept = request.session.testsfailed > failures or os.environ.get("PKLETD_KEEP_TMP") == "1"
+        if kept:
+            print(f"\ncontrol plane logs kept in {plane.base_dir / 'logs'}")
+        else:
+            shutil.rmtree(plane.base_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def cluster_kube(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[Kube]:
+    control_plane.check_running()
+    kube = Kube(control_plane)
+    before = cleanup.namespaces(kube.api)
+    try:
+        yield kube
+    finally:
+        failed = getattr(request.node, "rep_call", None)
+        if failed is not None and failed.failed:
+            for name in control_plane.components:
+                print(f"--- {name}, last lines of {control_plane.log_path(name)}")
+                print(tail(control_plane.log_path(name)))
+        cleanup.clean(kube.api, before)
+        kube.close()
 
 
 # --------------------------------------------------------------------------- pkletd

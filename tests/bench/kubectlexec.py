@@ -60,7 +60,7 @@ SPDY_ONLY = {"KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "false"}
 KUBECTL_GET = "kubectl get pod"
 EXEC_SYNC = "CRI ExecSync true"
 DIRECT = "pkletd /exec, WebSocket"
-EXEC_QUERY = "command=true&stdout=1&stderr=1"
+EXEC_QUERY = "command=true&output=1&error=1"
 WEBSOCKET = "v4.channel.k8s.io"
 ERROR_CHANNEL = 3  # where the runtime writes the command's status
 

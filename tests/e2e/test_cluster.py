@@ -1,5 +1,7 @@
-"""Three pkletd nodes, each on its own containerd, join one API server: what ``kubectl``
-shows of them and their pods, and what survives outages and killed workers."""
+"""Three pkletd nodes, each on its own containerd, join the real control plane
+(kube-apiserver with the Node authorizer and NodeRestriction, kube-controller-manager,
+kube-scheduler): what ``kubectl`` shows of them and their pods, and what survives outages
+and killed workers."""
 
 from __future__ import annotations
 
@@ -14,10 +16,10 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from tests.conftest import CONTAINERD_TEST_DIR
-from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube
 from tests.harness.containerd import PrivateContainerd, list_pod_sandboxes, remove_all_pods
-from tests.harness.node import BUSYBOX, Pkletd, wait_for
+from tests.harness.controlplane import ControlPlane
+from tests.harness.node import BUSYBOX, Pkletd, join, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -26,7 +28,27 @@ RUN = "trap 'exit 0' TERM; while true; do sleep 1; done"
 
 
 @pytest.fixture
-def cluster(clean_runtime: PrivateContainerd, apiserver: ApiServer) -> Iterator[list[Pkletd]]:
+def kube(cluster_kube: Kube) -> Kube:
+    return cluster_kube
+
+
+@pytest.fixture
+def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
+    """The node is stopped before the cluster is cleaned (it would register again)."""
+    return pkletd
+
+
+def node_on(daemon: PrivateContainerd, control_plane: ControlPlane, name: str) -> Pkletd:
+    """A pkletd (not started) joining the control plane, its kubelet API at 127.0.0.1."""
+    agent = Pkletd(daemon.address, node=name).join_cluster(control_plane)
+    agent.extra_args += ["--node-ip", "127.0.0.1"]
+    return agent
+
+
+@pytest.fixture
+def cluster(
+    clean_runtime: PrivateContainerd, control_plane: ControlPlane, kube: Kube
+) -> Iterator[list[Pkletd]]:
     """Three nodes; the first on the session's containerd, the others on their own."""
     daemons = [clean_runtime] + [
         PrivateContainerd(Path(f"{CONTAINERD_TEST_DIR}-{name}")) for name in NODES[1:]
@@ -36,7 +58,7 @@ def cluster(clean_runtime: PrivateContainerd, apiserver: ApiServer) -> Iterator[
         for daemon in daemons[1:]:
             daemon.start()
         for daemon, name in zip(daemons, NODES, strict=True):
-            agents.append(Pkletd(daemon.address, node=name).join_cluster(apiserver).start())
+            agents.append(node_on(daemon, control_plane, name).start())
         yield agents
     finally:
         for agent in agents:
@@ -194,19 +216,20 @@ def test_events_reach_the_api_with_the_kubelets_source(cluster: list[Pkletd], ku
 
 
 def test_an_api_outage_changes_nothing_on_the_node(
-    cluster: list[Pkletd], kube: Kube, apiserver: ApiServer
+    cluster: list[Pkletd], kube: Kube, control_plane: ControlPlane
 ) -> None:
     agent = cluster[0]
     kube.core.create_namespaced_pod("default", pod("steady", "node-a"))
     running(kube, "steady")
     before = agent.pods()["steady"]["containers"][0]["container_id"]
+    apiserver = control_plane.components["kube-apiserver"]
     apiserver.stop()
     wait_for("the outage noticed", lambda: agent.status()["node"]["api_error"], timeout=60)
     agent.put("during", pod("during", agent.node))  # a static pod started meanwhile
     agent.wait_running("during")
     wait_for_seconds(60 - 20, agent)
     assert agent.pods()["steady"]["containers"][0]["container_id"] == before  # untouched
-    apiserver.start()
+    control_plane.start()
     running(kube, f"during-{agent.node}")  # its mirror and status caught up
     wait_for("node Ready again", lambda: node_ready(kube, "node-a"), timeout=60)
     wait_for("no API error", lambda: not agent.status()["node"]["api_error"], timeout=60)
@@ -249,9 +272,9 @@ def wait_for_seconds(seconds: float, agent: Pkletd) -> None:
 
 
 def test_a_pod_the_node_cannot_take_is_failed_in_the_api(
-    pkletd: Pkletd, apiserver: ApiServer, kube: Kube
+    pkletd: Pkletd, control_plane: ControlPlane, kube: Kube
 ) -> None:
-    pkletd.join_cluster(apiserver).start()
+    join(pkletd, control_plane)
     greedy = pod("greedy", pkletd.node)
     greedy["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1000"}}
     kube.core.create_namespaced_pod("default", greedy)
@@ -266,9 +289,9 @@ def test_a_pod_the_node_cannot_take_is_failed_in_the_api(
 
 
 def test_a_restarted_parent_keeps_its_pods_and_cleans_up_what_the_api_removed(
-    pkletd: Pkletd, apiserver: ApiServer, kube: Kube
+    pkletd: Pkletd, control_plane: ControlPlane, kube: Kube
 ) -> None:
-    pkletd.join_cluster(apiserver).start()
+    join(pkletd, control_plane)
     for name in ("kept", "removed"):
         kube.core.create_namespaced_pod("default", pod(name, pkletd.node))
         running(kube, name)
@@ -288,19 +311,34 @@ def test_a_restarted_parent_keeps_its_pods_and_cleans_up_what_the_api_removed(
 
 
 def test_kubectl_run_lands_on_the_node_and_kubectl_delete_removes_it(
-    pkletd: Pkletd, make_apiserver: Any
+    pkletd: Pkletd, control_plane: ControlPlane, kube: Kube
 ) -> None:
-    server = make_apiserver(scheduler=True)  # binds pending pods to a Ready node
-    kube = Kube(server)
-    try:
-        pkletd.join_cluster(server).start()
-        wait_for("the node Ready", lambda: node_ready(kube, pkletd.node), timeout=60)
-        overrides = '{"spec": {"automountServiceAccountToken": false, "hostNetwork": true}}'
-        kube.kubectl("run", "web", f"--image={BUSYBOX}", "--image-pull-policy=Never",
-                     f"--overrides={overrides}", "--command", "--", "sh", "-c", RUN)  # fmt: skip
-        found = running(kube, "web")
-        assert found.spec.node_name == pkletd.node and found.status.pod_ip
-        kube.kubectl("delete", "pod", "web", "--grace-period=2", timeout=60)
-        assert api_pod(kube, "web") is None and "web" not in pkletd.pods()
-    finally:
-        kube.close()
+    join(pkletd, control_plane)
+    wait_for("the node Ready", lambda: node_ready(kube, pkletd.node), timeout=60)
+    overrides = '{"spec": {"automountServiceAccountToken": false, "hostNetwork": true}}'
+    kube.kubectl("run", "web", f"--image={BUSYBOX}", "--image-pull-policy=Never",
+                 f"--overrides={overrides}", "--command", "--", "sh", "-c", RUN)  # fmt: skip
+    found = running(kube, "web")  # bound by kube-scheduler
+    assert found.spec.node_name == pkletd.node and found.status.pod_ip
+    kube.kubectl("delete", "pod", "web", "--grace-period=2", timeout=60)
+    assert api_pod(kube, "web") is None and "web" not in pkletd.pods()
+
+
+def test_a_deployments_pods_run_on_the_node(
+    pkletd: Pkletd, control_plane: ControlPlane, kube: Kube
+) -> None:
+    join(pkletd, control_plane)
+    wait_for("the node Ready", lambda: node_ready(kube, pkletd.node), timeout=60)
+    kube.kubectl("create", "deployment", "web", f"--image={BUSYBOX}", "--replicas=3",
+                 "--", "sh", "-c", RUN)  # fmt: skip
+
+    def available() -> bool:
+        status = kube.apps.read_namespaced_deployment("web", "default").status
+        return status.available_replicas == 3
+
+    wait_for("the Deployment's 3 replicas available", available, timeout=90)
+    pods = kube.core.list_namespaced_pod("default", label_selector="app=web").items
+    assert {p.spec.node_name for p in pods} == {pkletd.node}
+    assert sorted(n for n in pkletd.pods() if n.startswith("web-")) == sorted(
+        p.metadata.name for p in pods
+    )

@@ -103,15 +103,24 @@ def pkletd_processes(session: int | None = None) -> dict[int, str]:
 
 
 class Pkletd:
-    def __init__(self, endpoint: str, heartbeat_timeout: str = "10s", node: str = NODE) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        heartbeat_timeout: str = "10s",
+        node: str = NODE,
+        base: Path | None = None,
+    ) -> None:
+        """``base`` holds its dirs (default: a new one under /tmp)."""
         self.node = node
-        self.base = Path(tempfile.mkdtemp(prefix="pk-", dir="/tmp"))
+        if base is not None:
+            base.mkdir(parents=True, exist_ok=True)
+        self.base = base or Path(tempfile.mkdtemp(prefix="pk-", dir="/tmp"))
         self.run_dir = self.base / "run"
         self.log_dir = self.base / "log"
         self.root_dir = self.base / "root"
         self.pod_logs = self.base / "pods"
         self.manifests = self.base / "manifests"
-        self.manifests.mkdir()
+        self.manifests.mkdir(exist_ok=True)
         self.endpoint = endpoint
         self.healthz_port = free_port()
         self.read_only_port = free_port()

@@ -91,7 +91,7 @@ class FakeKubeletHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.flush()
         self._send_frame(2, b"\x01" + f"exec {self.path}\n".encode())
-        if "stdin=1" in self.path:
+        if "input=1" in self.path:
             self._echo_stdin()
         self._send_frame(2, b"\x03" + json.dumps({"metadata": {}, "status": "Success"}).encode())
         self._send_frame(8, b"\x03\xe8")
@@ -251,7 +251,7 @@ def test_exec_over_websocket(kube: Kube, kubelet: FakeKubelet) -> None:
             return "".join(received)
 
         eventually(lambda: "exec /exec/default/web/web?" in output(), what="the exec echo")
-        assert "command=cat" in output() and "stdin=1" in output()
+        assert "command=cat" in output() and "input=1" in output()
         session.write_stdin("ping\n")
         eventually(lambda: output().endswith("ping\n"), what="stdin echoed back")
     finally:

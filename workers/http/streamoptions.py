@@ -1,10 +1,11 @@
 """What a streaming request asks for, read as the kubelet reads it.
 
-- exec and attach (``remotecommand.NewOptions``): ``stdin``, ``stdout``, ``stderr`` and
-  ``tty`` are on only as ``1`` (what the API server sends); with ``tty`` there is no
-  separate stderr, so ``stderr`` is dropped; none of the three streams is a 400 ``you
-  must specify at least 1 of stdin, stdout, stderr``. exec's command is every
-  ``command`` value, in order.
+- exec and attach (``remotecommand.NewOptions``): the streams are the query's ``input``,
+  ``output``, ``error`` and ``tty``, each on only as ``1``: what kube-apiserver sends the
+  kubelet for a client's ``stdin``, ``stdout``, ``stderr`` and ``tty`` (``streamParams``
+  of its pod registry); with ``tty`` there is no separate stderr, so ``error`` is dropped;
+  none of the three streams is a 400 ``you must specify at least 1 of stdin, stdout,
+  stderr``. exec's command is every ``command`` value, in order.
 - ``/run``: its command is the one ``cmd`` value split on single spaces.
 - port-forward (``portforward.NewV4Options``): SPDY clients name their ports in stream
   headers, so only a WebSocket request reads ``port`` (repeated or comma-separated, each
@@ -29,8 +30,8 @@ class BadStreamRequest(Exception):
 
 def stream_flags(query: MultiMapping[str]) -> StreamFlags:
     tty = query.get("tty") == ON
-    stdin, stdout = query.get("stdin") == ON, query.get("stdout") == ON
-    stderr = query.get("stderr") == ON and not tty
+    stdin, stdout = query.get("input") == ON, query.get("output") == ON
+    stderr = query.get("error") == ON and not tty
     if not (stdin or stdout or stderr):
         raise BadStreamRequest("you must specify at least 1 of stdin, stdout, stderr")
     return StreamFlags(stdin=stdin, stdout=stdout, stderr=stderr, tty=tty)

@@ -21,13 +21,16 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from tests.harness.apiserver import pvbinding
 from tests.harness.apiserver.server import ApiServer
+
+if TYPE_CHECKING:
+    from tests.harness.controlplane import ControlPlane
 
 KUBECTL = os.environ.get("KUBECTL") or shutil.which("kubectl") or "/usr/bin/kubectl"
 T = TypeVar("T")
@@ -36,7 +39,7 @@ T = TypeVar("T")
 class Kube:
     def __init__(
         self,
-        server: ApiServer,
+        server: ApiServer | ControlPlane,
         user: str = "admin",
         groups: Sequence[str] | None = None,
         token: str | None = None,
@@ -58,9 +61,14 @@ class Kube:
         self.authn = client.AuthenticationV1Api(self.api)
         self.authz = client.AuthorizationV1Api(self.api)
         self.storage = client.StorageV1Api(self.api)
+        self.apps = client.AppsV1Api(self.api)
+        self.certificates = client.CertificatesV1Api(self.api)
+        # the real control plane's own kubectl, of its release; else the machine's
+        self.kubectl_path = str(getattr(server, "kubectl", KUBECTL))
         self._others: list[Kube] = []
 
     def as_user(self, user: str, groups: Sequence[str] = (), token: str | None = None) -> Kube:
+        """The same server as ``user`` (a client cert in ``groups``, or ``token``)."""
         other = Kube(self.server, user, groups, token)
         self._others.append(other)
         return other
@@ -121,7 +129,7 @@ class Kube:
     def kubectl_command(self, *args: str) -> list[str]:
         cache = self.server.base_dir / "kubectl-cache"
         return [
-            KUBECTL,
+            self.kubectl_path,
             "--kubeconfig",
             str(self.kubeconfig_path),
             "--cache-dir",

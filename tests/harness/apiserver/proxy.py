@@ -264,7 +264,9 @@ class KubeletProxy:
             raise errors.bad_request("you must specify at least one command for the container")
         if not (flags["stdin"] or flags["stdout"] or flags["stderr"]):
             raise errors.bad_request("you must specify at least 1 of stdin, stdout, stderr")
-        params = [(k, "1") for k in ("stdin", "stdout", "stderr", "tty") if flags[k]]
+        # the kubelet's names for the streams, as kube-apiserver's streamParams sends them
+        kubelet_names = {"stdin": "input", "stdout": "output", "stderr": "error", "tty": "tty"}
+        params = [(kubelet_names[k], "1") for k in kubelet_names if flags[k]]
         if kind == "exec":
             params += [("command", c) for c in commands]
         return f"/{kind}/{namespace}/{name}/{container}?{urlencode(params)}"

@@ -238,17 +238,17 @@ def test_run_answers_the_output(node: Node) -> None:
 def test_bad_requests_get_the_kubelets_answers(node: Node) -> None:
     upgrade = {"Connection": "Upgrade", "Upgrade": "SPDY/3.1"}
     websocket = {"Connection": "Upgrade", "Upgrade": "websocket"}
-    streams = "command=ls&stdout=1"
+    streams = "command=ls&output=1"
     cases = [
         (f"/exec/default/missing/web?{streams}", upgrade, 404, "pod does not exist"),
         (f"/exec/default/box/nope?{streams}", upgrade, 500, 'container not found ("nope")'),
         (f"/exec/default/box/other-uid/web?{streams}", upgrade, 500, 'container not found ("web")'),
         ("/exec/default/box/web?command=ls", upgrade, 400, "you must specify at least 1 of stdin, "
          "stdout, stderr"),
-        ("/exec/default/box/web?command=ls&stdout=true", upgrade, 400, "you must specify at least "
+        ("/exec/default/box/web?command=ls&output=true", upgrade, 400, "you must specify at least "
          "1 of stdin, stdout, stderr"),
         (f"/exec/default/box/web?{streams}", {}, 500, "Upgrade request required\n"),
-        ("/attach/default/box/nope?stdout=1", upgrade, 500, "container nope not found in pod "
+        ("/attach/default/box/nope?output=1", upgrade, 500, "container nope not found in pod "
          "box_default"),
         ("/portForward/default/missing", upgrade, 404, "pod does not exist"),
         ("/portForward/default/box/other-uid", upgrade, 404, "pod not found"),

@@ -49,10 +49,10 @@ def query(text: str) -> MultiDict[str]:
 @pytest.mark.parametrize(
     ("text", "flags"),
     [
-        ("stdout=1", StreamFlags(stdin=False, stdout=True, stderr=False, tty=False)),
-        ("stdin=1&stderr=1", StreamFlags(stdin=True, stdout=False, stderr=True, tty=False)),
+        ("output=1", StreamFlags(stdin=False, stdout=True, stderr=False, tty=False)),
+        ("input=1&error=1", StreamFlags(stdin=True, stdout=False, stderr=True, tty=False)),
         # a terminal has no separate stderr: the kubelet drops it rather than refuse
-        ("stdin=1&stdout=1&stderr=1&tty=1", StreamFlags(True, True, False, True)),
+        ("input=1&output=1&error=1&tty=1", StreamFlags(True, True, False, True)),
     ],
 )
 def test_stream_flags_as_the_kubelet_reads_them(text: str, flags: StreamFlags) -> None:
@@ -60,7 +60,9 @@ def test_stream_flags_as_the_kubelet_reads_them(text: str, flags: StreamFlags) -
 
 
 @pytest.mark.parametrize(
-    "text", ["", "tty=1", "stdout=true", "stdout=0&stdin=yes", "tty=1&stderr=1"]
+    "text",
+    # the client's names are the API server's, not the kubelet's
+    ["", "tty=1", "output=true", "output=0&input=yes", "tty=1&error=1", "stdout=1&stdin=1"],
 )
 def test_no_stream_is_the_kubelets_400(text: str) -> None:
     with pytest.raises(BadStreamRequest, match="^you must specify at least 1 of stdin, stdout"):
@@ -69,7 +71,7 @@ def test_no_stream_is_the_kubelets_400(text: str) -> None:
 
 def test_commands_of_exec_and_run() -> None:
     assert exec_command(query("command=sh&command=-c&command=echo a b")) == ("sh", "-c", "echo a b")
-    assert exec_command(query("stdout=1")) == ()
+    assert exec_command(query("output=1")) == ()
     assert run_command(query("cmd=ls -l /")) == ("ls", "-l", "/")
     assert run_command(query("")) == ("",)
 
