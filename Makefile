@@ -29,7 +29,7 @@ deps:
 	$(BIN)/python tests/harness/containerd.py install
 
 # kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, etcd and crictl,
-# built from the Go modules pinned in tests/cluster/build/ into /var/cache/pkletd (once per
+# built from the Go modules pinned in tests/cluster/ into /var/cache/pkletd (once per
 # machine; a no-op when built).
 binaries: install
 	$(K8S) build

@@ -1,6 +1,6 @@
 """The Kubernetes binaries the tests run, built from Go modules into a cache.
 
-Each group is one go.mod under ``tests/cluster/build/<group>/`` that pins one release
+Each group is one go.mod under ``tests/cluster/<group>/`` that pins one release
 and lists its commands as ``tool`` lines. A group is built once per machine into
 ``$PKLETD_BIN_CACHE`` (default ``/var/cache/pkletd``), in a folder named for the module
 it pins, its version and a hash of its go.mod and go.sum::
@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-BUILD_DIR = Path(__file__).resolve().parents[2] / "cluster" / "build"
+BUILD_DIR = Path(__file__).resolve().parents[2] / "cluster"
 CACHE = Path(os.environ.get("PKLETD_BIN_CACHE", "/var/cache/pkletd"))
 # The version the Kubernetes binaries report (kubectl version, the kube-apiserver's
 # /version, the kubelet's nodeInfo): a module build carries none of its own.
@@ -38,7 +38,7 @@ VERSION_PACKAGES = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/versi
 
 @dataclass(frozen=True)
 class Group:
-    """One go.mod of ``tests/cluster/build`` and the commands it builds."""
+    """One go.mod of ``tests/cluster`` and the commands it builds."""
 
     name: str
     renamed: tuple[tuple[str, str], ...] = ()  # binaries go names for their package
