@@ -1,6 +1,6 @@
 // The Kubernetes binaries the tests run, from one pinned release. k8s.io/kubernetes
 // replaces its staging modules with local paths, so each is pinned here to the
-// published version of the same release. Built by tests/cluster.sh.
+// published version of the same release. Built by tests/harness/controlplane/binaries.py.
 module pkletd.test/cluster/kubernetes
 
 go 1.26.0

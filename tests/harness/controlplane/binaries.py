@@ -3,7 +3,7 @@
 Each group is one go.mod under ``tests/cluster/<group>/`` that pins one release
 and lists its commands as ``tool`` lines. A group is built once per machine into
 ``$PKLETD_BIN_CACHE`` (default ``/var/cache/pkletd``), in a folder named for the module
-it pins, its version and a hash of its go.mod and go.sum::
+it pins, its version and a hash of its go.mod (but its comments) and go.sum::
 
     /var/cache/pkletd/kubernetes-v1.37.2-1a2b3c4d/{kube-apiserver,kubectl,kubelet,...}
     /var/cache/pkletd/etcd-v3.7.0-5e6f7a8b/etcd
@@ -79,9 +79,9 @@ class Group:
     @property
     def cache_dir(self) -> Path:
         module, version = self.pinned
-        digest = hashlib.sha256()
-        for name in ("go.mod", "go.sum"):
-            digest.update((self.module_dir / name).read_bytes())
+        digest = hashlib.sha256()  # of what builds: go.mod's comments left out
+        digest.update(re.sub(r"(?m)^//.*\n", "", self._go_mod()).encode())
+        digest.update((self.module_dir / "go.sum").read_bytes())
         return CACHE / f"{self.name}-{version}-{digest.hexdigest()[:8]}"
 
     def built(self) -> bool:
