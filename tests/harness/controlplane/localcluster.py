@@ -21,7 +21,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.harness.containerd import PrivateContainerd, ensure_installed
+from tests.harness.containerd import PrivateContainerd, ensure_installed, unmount_all
 from tests.harness.controlplane.cluster import ControlPlane
 from tests.harness.node import PKLETD, Pkletd, join
 
@@ -78,7 +78,8 @@ def _wait_ready(plane: ControlPlane, names: list[str]) -> None:
 
 
 def down(base: Path) -> None:
-    """Stop every node (its pods removed), its containerd, and the control plane."""
+    """Stop every node, its containerd (and so its pods) and the control plane; remove
+    the directory, its mounts first."""
     for node in _read_nodes(base).values():
         # returns once its processes are gone; its pods go with its containerd
         subprocess.run([str(PKLETD), "stop", "--run-dir", node["run_dir"]], check=False,
@@ -86,6 +87,7 @@ def down(base: Path) -> None:
         PrivateContainerd(Path(node["containerd"])).stop()
     if (base / "control-plane").exists():
         ControlPlane(base / "control-plane").stop()
+    unmount_all(base)  # the pods' memory-backed volumes (a stopped pkletd leaves them)
     shutil.rmtree(base, ignore_errors=True)
 
 
