@@ -27,7 +27,7 @@ import json
 import ssl
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tests.harness.apiserver.certs import Pki
@@ -185,15 +185,14 @@ class ControlPlane:
             raise
         return self
 
-    def _start(self, name: str, ready: object) -> None:
+    def _start(self, name: str, ready: Callable[[], bool] | None) -> None:
         component = self.components[name]
         if component.pid() is None:
             component.start()
-        if callable(ready):
+        if ready is not None:
             self._wait(component, ready)
 
-    def _wait(self, component: Component, ready: object) -> None:
-        assert callable(ready)
+    def _wait(self, component: Component, ready: Callable[[], bool]) -> None:
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if component.pid() is None:
