@@ -13,6 +13,7 @@ plays the external-attacher."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,11 +21,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 from pkletd.ipc.apiclient import kubeapi
 from pkletd.ipc.apimodel import persistentvolumes as pv
-from pkletd.ipc.apimodel.references import ObjectKind
+from pkletd.ipc.apimodel.references import ObjectKey, ObjectKind
 from pkletd.ipc.bus.messages import ObjectFetched
-from pkletd.workers.podobjects import Options
+from pkletd.workers.podobjects import Options, reading
 from pkletd.workers.podobjects.polled import UNSETTLED_S
 
 from tests.harness.apiserver.client import Kube
@@ -122,6 +124,7 @@ def storage_requests(sent: list[Sent]) -> list[Sent]:
     return [r for r in sent if r.resource in STORAGE_RESOURCES]
 
 
+@pytest.mark.slow
 def test_a_claim_is_followed_to_its_volume_driver_secret_and_attachment(
     agent: Agent, kube: Kube, sent: list[Sent]
 ) -> None:
@@ -176,6 +179,7 @@ def test_a_claim_is_followed_to_its_volume_driver_secret_and_attachment(
     assert len(found) == settled, found
 
 
+@pytest.mark.slow
 def test_an_attachment_made_late_is_read_again_within_the_short_period(
     agent: Agent, kube: Kube
 ) -> None:
@@ -204,3 +208,17 @@ def test_an_attachment_made_late_is_read_again_within_the_short_period(
         "the attachment read within the short period",
         timeout=UNSETTLED_S + 2.0,
     )
+
+
+def test_only_an_attachment_refused_is_missing() -> None:
+    """A 403 is the node authorizer's word for a VolumeAttachment not made yet; for any
+    other object it is a failure, with the API's message."""
+    body = json.dumps({"kind": "Status", "message": "forbidden: no relationship found"})
+    refused = ApiException(status=403, reason="Forbidden")
+    refused.body = body
+    attachment = ObjectKey(ObjectKind.VOLUME_ATTACHMENT, "", "csi-0123")
+    secret = ObjectKey(ObjectKind.SECRET, "default", "creds")
+    assert reading.failed(attachment, refused).missing
+    assert not reading.failed(secret, refused).missing
+    assert reading.failed(secret, refused).error == "forbidden: no relationship found"
+    assert reading.absent(secret, ApiException(status=404, reason="Not Found"))
