@@ -11,7 +11,8 @@ staged once and published; what one pod writes the next pod on the claim reads; 
 finds the volume mounted and mounts nothing twice; a deleted pod's volume is unpublished
 and unstaged before the pod leaves the API. A generic ephemeral volume comes and goes
 with its pod; an inline CSI volume carries the pod's identity; a driver that is away when
-its pod goes holds the pod until it is back."""
+its pod goes holds the pod until it is back. A claim deleted while its pod runs stays
+(pvc-protection) and the pod keeps its volume across a restart."""
 
 from __future__ import annotations
 
@@ -295,3 +296,44 @@ def test_ephemeral_and_inline_volumes_come_and_go_with_their_pods(
     os.kill(node.workers()["plugin-watcher"]["pid"], signal.SIGKILL)  # nothing changes
     wait_for("plugin-watcher back", node.all_running, timeout=30)
     assert node_has_driver(node)
+
+
+def claim_deleting(kube: Kube, name: str) -> bool:
+    found = api_claim(kube, name)
+    return found is not None and found.metadata.deletion_timestamp is not None
+
+
+def test_a_deleted_claim_stays_while_its_pod_runs_and_through_a_restart(
+    node: Pkletd, kube: Kube, driver: CsiDriverProcess
+) -> None:
+    """kube-controller-manager's pvc-protection controller keeps a claim a pod uses, being
+    deleted, until no pod uses it (the test API server deleted it at once): the running
+    pod keeps its volume, even once a restarted pkletd reads the claim anew; a new pod on
+    it waits with the kubelet's event; once both pods are gone the claim goes."""
+    csi_driver(kube, attachRequired=False)
+    volume(kube)
+    claim(kube)
+    wait_for("the claim bound", lambda: claim_bound(kube, "data"), timeout=60)
+    kube.core.create_namespaced_pod("default", pod("keeper", CLAIMED))
+    node.wait_api_pod("keeper", timeout=60)
+    running = container(node, "keeper")
+
+    kube.core.delete_namespaced_persistent_volume_claim("data", "default")
+    wait_for("the claim being deleted", lambda: claim_deleting(kube, "data"))
+    node.kill()  # SIGKILL: the restarted pkletd reads the claim again, being deleted
+    node.start()
+    node.wait_api_pod("keeper")
+    assert container(node, "keeper") == running
+    assert methods(driver).count("NodePublishVolume") == 1
+    assert exec_in(node, running, "touch", "/data/still-here") == ""
+
+    kube.core.create_namespaced_pod("default", pod("late", CLAIMED))
+    wait_for(
+        "the late pod's event",
+        lambda: any("is being deleted" in m for m in events(kube, "late", "FailedMount")),
+    )
+    assert node.pods()["late"]["phase"] == "Pending"
+    delete(kube, "late")
+    delete(kube, "keeper")
+    assert methods(driver)[-2:] == ["NodeUnpublishVolume", "NodeUnstageVolume"]
+    wait_for("the claim gone", lambda: api_claim(kube, "data") is None, timeout=60)
