@@ -1,11 +1,12 @@
 """CSI plugin registration end to end: a real pkletd joined to the real control plane
-(kube-apiserver with the Node authorizer and NodeRestriction), and the
-test host-path CSI driver run as its own process with its registrar, as a driver pod with
-node-driver-registrar would run. The driver registers through ``<root-dir>/plugins_registry``
-and hears so; the node's CSINode, its nodeid annotation and topology label appear (as
-kubectl shows them too); ``pkletd status`` lists the driver; a SIGKILLed plugin-watcher
-loses nothing; a driver killed with its socket removed is deregistered; started again, it
-registers again."""
+(kube-apiserver with the Node authorizer and NodeRestriction), and the test host-path CSI
+driver run as its own process with its registrar, as a driver pod with
+node-driver-registrar would run. The driver registers through
+``<root-dir>/plugins_registry`` and hears so; the node's CSINode, its nodeid annotation
+and topology label appear (as kubectl shows them too); ``pkletd status`` lists the
+driver; a SIGKILLed plugin-watcher loses nothing; a driver killed with its socket removed
+is deregistered; started again, it registers again. A driver whose topology key
+NodeRestriction refuses the node is told so and leaves nothing on the node's objects."""
 
 from __future__ import annotations
 
@@ -164,3 +165,39 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+RESTRICTED = "topology.pkletd.kubernetes.io/node"  # kubernetes.io, not a kubelet label
+
+
+@pytest.fixture
+def restricted_driver(node: Pkletd, tmp_path: Path) -> Iterator[CsiDriverProcess]:
+    config = DriverConfig.for_kubelet(
+        node.root_dir,
+        DRIVER,
+        "hostpath-node-1",
+        data_dir=tmp_path / "data",
+        calls=tmp_path / "calls.jsonl",
+        topology={RESTRICTED: NODE},
+    )
+    process = CsiDriverProcess(config)
+    yield process
+    process.stop()
+
+
+def test_a_driver_whose_topology_label_noderestriction_refuses_is_not_registered(
+    node: Pkletd, kube: Kube, restricted_driver: CsiDriverProcess
+) -> None:
+    """NodeRestriction lets a node set no label under kubernetes.io but the kubelet's own:
+    the driver hears it is not registered, with the API's reason, and nothing of it is
+    on the node's objects."""
+    wait_for("an empty CSINode", lambda: csinode_drivers(kube) == [])
+    restricted_driver.start()
+    refused = wait_for(
+        "a refused registration",
+        lambda: [e for ok, e in restricted_driver.registration_status() if not ok],
+    )
+    assert "is not allowed to modify labels" in refused[0], refused
+    assert status_drivers(node) == [] and csinode_drivers(kube) == []
+    assert node_ids(kube) == {}
+    assert RESTRICTED not in (kube.core.read_node(NODE).metadata.labels or {})
