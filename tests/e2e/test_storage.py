@@ -12,7 +12,8 @@ finds the volume mounted and mounts nothing twice; a deleted pod's volume is unp
 and unstaged before the pod leaves the API. A generic ephemeral volume comes and goes
 with its pod; an inline CSI volume carries the pod's identity; a driver that is away when
 its pod goes holds the pod until it is back. A claim deleted while its pod runs stays
-(pvc-protection) and the pod keeps its volume across a restart."""
+(pvc-protection) and the pod keeps its volume across a restart. A claim of a
+WaitForFirstConsumer class is bound by kube-scheduler as it places its pod on the node."""
 
 from __future__ import annotations
 
@@ -78,18 +79,23 @@ def csi_driver(kube: Kube, **spec: Any) -> None:
     kube.storage.create_csi_driver({"metadata": {"name": DRIVER}, "spec": spec})
 
 
-def volume(kube: Kube, name: str = "pv-1", handle: str = "vol-1") -> None:
+def volume(kube: Kube, name: str = "pv-1", handle: str = "vol-1", **more: Any) -> None:
     spec = {
         "capacity": {"storage": "1Gi"},
         "accessModes": ["ReadWriteOnce"],
         "persistentVolumeReclaimPolicy": "Retain",
         "csi": {"driver": DRIVER, "volumeHandle": handle, "fsType": "ext4"},
+        **more,
     }
     kube.core.create_persistent_volume({"metadata": {"name": name}, "spec": spec})
 
 
-def claim(kube: Kube, name: str = "data") -> None:
-    spec = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+def claim(kube: Kube, name: str = "data", **more: Any) -> None:
+    spec = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "1Gi"}},
+        **more,
+    }
     kube.core.create_namespaced_persistent_volume_claim(
         "default", {"metadata": {"name": name}, "spec": spec}
     )
@@ -337,3 +343,40 @@ def test_a_deleted_claim_stays_while_its_pod_runs_and_through_a_restart(
     delete(kube, "keeper")
     assert methods(driver)[-2:] == ["NodeUnpublishVolume", "NodeUnstageVolume"]
     wait_for("the claim gone", lambda: api_claim(kube, "data") is None, timeout=60)
+
+
+def on_this_node() -> dict[str, Any]:
+    """A volume's nodeAffinity to the node (``kubernetes.io/hostname``)."""
+    term = {"key": "kubernetes.io/hostname", "operator": "In", "values": [NODE]}
+    return {"required": {"nodeSelectorTerms": [{"matchExpressions": [term]}]}}
+
+
+def node_ready(kube: Kube) -> bool:
+    conditions = kube.core.read_node(NODE).status.conditions or []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
+def test_a_claim_waiting_for_its_first_consumer_is_bound_by_the_scheduler(
+    node: Pkletd, kube: Kube, driver: CsiDriverProcess
+) -> None:
+    """A StorageClass with ``volumeBindingMode: WaitForFirstConsumer``: the PV controller
+    leaves the claim to kube-scheduler, which binds it to a volume the node it picks for
+    the pod can reach (the volume's nodeAffinity), then the pod to the node."""
+    csi_driver(kube, attachRequired=False)
+    binding = {"volumeBindingMode": "WaitForFirstConsumer"}
+    kube.storage.create_storage_class(
+        {"metadata": {"name": "local"}, "provisioner": "kubernetes.io/no-provisioner", **binding}
+    )
+    volume(kube, storageClassName="local", nodeAffinity=on_this_node())
+    claim(kube, storageClassName="local")
+    wait_for("the node Ready", lambda: node_ready(kube), timeout=60)
+    assert not claim_bound(kube, "data")  # it waits for a pod
+
+    scheduled = pod("consumer", CLAIMED, f"echo placed >/data/where; {LOOP}")
+    del scheduled["spec"]["nodeName"]
+    kube.core.create_namespaced_pod("default", scheduled)
+    node.wait_api_pod("consumer", timeout=60)
+    assert claim_bound(kube, "data")
+    assert kube.core.read_namespaced_pod("consumer", "default").spec.node_name == NODE
+    assert (driver.config.data_dir / "vol-1" / "where").read_text() == "placed\n"
+    delete(kube, "consumer")
