@@ -1,10 +1,12 @@
-"""CSI plugin registration end to end: a real pkletd joined to the test API server, and the
-test host-path CSI driver run as its own process with its registrar, as a driver pod with
-node-driver-registrar would run. The driver registers through ``<root-dir>/plugins_registry``
-and hears so; the node's CSINode, its nodeid annotation and topology label appear (as
-kubectl shows them too); ``pkletd status`` lists the driver; a SIGKILLed plugin-watcher
-loses nothing; a driver killed with its socket removed is deregistered; started again, it
-registers again."""
+"""CSI plugin registration end to end: a real pkletd joined to the real control plane
+(kube-apiserver with the Node authorizer and NodeRestriction), and the test host-path CSI
+driver run as its own process with its registrar, as a driver pod with
+node-driver-registrar would run. The driver registers through
+``<root-dir>/plugins_registry`` and hears so; the node's CSINode, its nodeid annotation
+and topology label appear (as kubectl shows them too); ``pkletd status`` lists the
+driver; a SIGKILLed plugin-watcher loses nothing; a driver killed with its socket removed
+is deregistered; started again, it registers again. A driver whose topology key
+NodeRestriction refuses the node is told so and leaves nothing on the node's objects."""
 
 from __future__ import annotations
 
@@ -17,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube
+from tests.harness.controlplane import ControlPlane
 from tests.harness.csidriver import CsiDriverProcess, DriverConfig
 from tests.harness.node import NODE, Pkletd, join, wait_for
 
@@ -30,8 +32,19 @@ NODE_ID_KEY = "csi.volume.kubernetes.io/nodeid"
 
 
 @pytest.fixture
-def node(pkletd: Pkletd, apiserver: ApiServer) -> Iterator[Pkletd]:
-    yield join(pkletd, apiserver)
+def kube(cluster_kube: Kube) -> Kube:
+    return cluster_kube
+
+
+@pytest.fixture
+def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
+    """The node is stopped before the cluster is cleaned (it would register again)."""
+    return pkletd
+
+
+@pytest.fixture
+def node(pkletd: Pkletd, control_plane: ControlPlane) -> Iterator[Pkletd]:
+    yield join(pkletd, control_plane)
 
 
 @pytest.fixture
@@ -50,12 +63,18 @@ def driver(node: Pkletd, tmp_path: Path) -> Iterator[CsiDriverProcess]:
     process.stop()
 
 
+def csinode(kube: Kube) -> dict[str, Any] | None:
+    """The CSINode as kubectl shows it; None while there is none. Not through the typed
+    client: kube-apiserver serves a CSINode without drivers as ``"drivers": null``
+    (the list is required, and protobuf has no empty list), which it refuses."""
+    found = kube.kubectl("get", "csinode", NODE, "-o", "json", check=False)
+    return dict(json.loads(found.stdout)) if found.returncode == 0 else None
+
+
 def csinode_drivers(kube: Kube) -> list[dict[str, Any]] | None:
     """The CSINode's drivers as kubectl shows them; None while there is no CSINode."""
-    found = kube.kubectl("get", "csinode", NODE, "-o", "json", check=False)
-    if found.returncode != 0:
-        return None
-    return list(json.loads(found.stdout)["spec"].get("drivers") or [])
+    found = csinode(kube)
+    return None if found is None else list(found["spec"].get("drivers") or [])
 
 
 def node_ids(kube: Kube) -> dict[str, str]:
@@ -95,11 +114,9 @@ def test_a_csi_driver_registers_survives_the_watcher_and_goes_and_comes_back(
 ) -> None:
     # the watcher makes the CSINode, owned by the Node, before any driver comes
     wait_for("an empty CSINode", lambda: csinode_drivers(kube) == [])
-    csinode = kube.storage.read_csi_node(NODE)
+    owners = (csinode(kube) or {})["metadata"]["ownerReferences"]
     node_uid = kube.core.read_node(NODE).metadata.uid
-    assert [(o.kind, o.name, o.uid) for o in csinode.metadata.owner_references] == [
-        ("Node", NODE, node_uid)
-    ]
+    assert [(o["kind"], o["name"], o["uid"]) for o in owners] == [("Node", NODE, node_uid)]
     registry = node.root_dir / "plugins_registry"
     assert oct(registry.stat().st_mode & 0o777) == oct(0o750 & ~_umask())
 
@@ -148,3 +165,39 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+RESTRICTED = "topology.pkletd.kubernetes.io/node"  # kubernetes.io, not a kubelet label
+
+
+@pytest.fixture
+def restricted_driver(node: Pkletd, tmp_path: Path) -> Iterator[CsiDriverProcess]:
+    config = DriverConfig.for_kubelet(
+        node.root_dir,
+        DRIVER,
+        "hostpath-node-1",
+        data_dir=tmp_path / "data",
+        calls=tmp_path / "calls.jsonl",
+        topology={RESTRICTED: NODE},
+    )
+    process = CsiDriverProcess(config)
+    yield process
+    process.stop()
+
+
+def test_a_driver_whose_topology_label_noderestriction_refuses_is_not_registered(
+    node: Pkletd, kube: Kube, restricted_driver: CsiDriverProcess
+) -> None:
+    """NodeRestriction lets a node set no label under kubernetes.io but the kubelet's own:
+    the driver hears it is not registered, with the API's reason, and nothing of it is
+    on the node's objects."""
+    wait_for("an empty CSINode", lambda: csinode_drivers(kube) == [])
+    restricted_driver.start()
+    refused = wait_for(
+        "a refused registration",
+        lambda: [e for ok, e in restricted_driver.registration_status() if not ok],
+    )
+    assert "is not allowed to modify labels" in refused[0], refused
+    assert status_drivers(node) == [] and csinode_drivers(kube) == []
+    assert node_ids(kube) == {}
+    assert RESTRICTED not in (kube.core.read_node(NODE).metadata.labels or {})

@@ -14,8 +14,9 @@ yet (an unbound claim, a volume not attached: ``persistentvolumes.settled``) is 
 again after ``UNSETTLED_S``, a final one only after ``SETTLED_S``, as the kubelet reads a
 pod's claim and volume once and retries what it waits for.
 
-The GETs run on a few job threads; a GET that failed (not 404) is tried again after
-1 s doubling to 30 s.
+The GETs run on a few job threads; a GET that failed is tried again after 1 s doubling
+to 30 s, unless it says the object is not there (``reading.absent``: a 404, or the node
+authorizer's 403 for a VolumeAttachment not made yet), which is a reading like any other.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pkletd.ipc.apiclient import kubeapi
 from pkletd.ipc.apiclient.jobs import Jobs
 from pkletd.ipc.apiclient.reflector import Obj
 from pkletd.ipc.apiclient.retry import Retry
@@ -33,7 +33,7 @@ from pkletd.ipc.apimodel.references import ObjectKey
 from pkletd.ipc.bus.messages import ObjectFetched
 from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.workers.podobjects.parts import IDLE_S, Report
-from pkletd.workers.podobjects.reading import NOT_FOUND, failed, reading
+from pkletd.workers.podobjects.reading import absent, failed, reading
 
 Read = Callable[[ObjectKey], Obj]
 Period = Callable[[ObjectKey], float]  # how long a key's last answer stays fresh
@@ -121,7 +121,7 @@ class Polled:
             if polling is None:  # no pod references it any more
                 return
             now = self._clock.monotonic()
-            if isinstance(outcome, Exception) and kubeapi.status_of(outcome) != NOT_FOUND:
+            if isinstance(outcome, Exception) and not absent(key, outcome):
                 polling.retry.failed(now)
                 self._report(key, failed(key, outcome))
                 return

@@ -7,7 +7,9 @@
 - a ConfigMap's ``data`` travels as ``strings`` and its ``binaryData`` (base64 in the
   API) as ``data``; a Secret's ``data`` is decoded into ``data``;
 - an object the API does not have is ``missing``, with the kubelet's message
-  (``secret "x" not found``);
+  (``secret "x" not found``); so is a VolumeAttachment the API refuses (403):
+  kube-apiserver's node authorizer lets a node read only the attachments in its graph,
+  so one not made yet (or deleted) is forbidden, not not found;
 - any other failure carries the API's own message (the ``message`` of its Status),
   or what went wrong with the connection;
 - an object whose data passes ``MAX_DATA_BYTES`` is refused with an error naming its
@@ -33,6 +35,7 @@ from pkletd.ipc.bus.messages import ObjectFetched
 Obj = dict[str, Any]
 MAX_DATA_BYTES = 1024 * 1024
 NOT_FOUND = 404
+FORBIDDEN = 403
 
 
 def reading(key: ObjectKey, obj: Obj | None) -> ObjectFetched:
@@ -83,10 +86,17 @@ def failure(key: ObjectKey, error: str) -> ObjectFetched:
 
 
 def failed(key: ObjectKey, exc: BaseException) -> ObjectFetched:
-    """A failed read: ``missing`` for a 404, else the API's message."""
-    if kubeapi.status_of(exc) == NOT_FOUND:
-        return missing(key)
-    return failure(key, api_message(exc))
+    """A failed read: ``missing`` if it says the object is not there, else the API's
+    message."""
+    return missing(key) if absent(key, exc) else failure(key, api_message(exc))
+
+
+def absent(key: ObjectKey, exc: BaseException) -> bool:
+    """Whether a failed read says the object is not there: a 404, or a 403 for a
+    VolumeAttachment (the node authorizer cannot tell one that is not made yet)."""
+    status = kubeapi.status_of(exc)
+    forbidden_attachment = status == FORBIDDEN and key.kind is ObjectKind.VOLUME_ATTACHMENT
+    return status == NOT_FOUND or forbidden_attachment
 
 
 def api_message(exc: BaseException) -> str:
