@@ -1,4 +1,4 @@
-"""Pod DNS on a pkletd joined to the test API server, as on a real node: an API pod's
+"""Pod DNS on a pkletd joined to the real control plane, as on a real node: an API pod's
 resolv.conf and hosts file, and the kubelet's DNSConfigForming warning in the API."""
 
 from __future__ import annotations
@@ -7,19 +7,30 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube
+from tests.harness.controlplane import ControlPlane
 from tests.harness.node import BUSYBOX, Pkletd, exec_in, join, wait_for
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def node(pkletd: Pkletd, apiserver: ApiServer) -> Iterator[Pkletd]:
+def kube(cluster_kube: Kube) -> Kube:
+    return cluster_kube
+
+
+@pytest.fixture
+def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
+    """The node is stopped before the cluster is cleaned (it would register again)."""
+    return pkletd
+
+
+@pytest.fixture
+def node(pkletd: Pkletd, control_plane: ControlPlane) -> Iterator[Pkletd]:
     resolv = pkletd.base / "resolv.conf"
     resolv.write_text("nameserver 192.0.2.1\nsearch corp.example\n")
     dns = {"clusterDNS": ["10.96.0.10"], "clusterDomain": "cluster.local"}
-    yield join(pkletd, apiserver, resolvConf=str(resolv), **dns)
+    yield join(pkletd, control_plane, resolvConf=str(resolv), **dns)
 
 
 def test_an_api_pods_dns_and_its_warning_in_the_api(node: Pkletd, kube: Kube) -> None:
