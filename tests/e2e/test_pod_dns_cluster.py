@@ -33,6 +33,11 @@ def node(pkletd: Pkletd, control_plane: ControlPlane) -> Iterator[Pkletd]:
     yield join(pkletd, control_plane, resolvConf=str(resolv), **dns)
 
 
+def default_service_account(kube: Kube, namespace: str) -> bool:
+    accounts = kube.core.list_namespaced_service_account(namespace).items
+    return any(a.metadata.name == "default" for a in accounts)
+
+
 def test_an_api_pods_dns_and_its_warning_in_the_api(node: Pkletd, kube: Kube) -> None:
     spec = {
         "nodeName": node.node,
@@ -50,6 +55,8 @@ def test_an_api_pods_dns_and_its_warning_in_the_api(node: Pkletd, kube: Kube) ->
         ],
     }
     kube.core.create_namespace({"metadata": {"name": "shop"}})
+    # admission refuses a pod until the service-account controller made the namespace's
+    wait_for("shop's default ServiceAccount", lambda: default_service_account(kube, "shop"))
     kube.core.create_namespaced_pod("shop", {"metadata": {"name": "db-0"}, "spec": spec})
     running = node.wait_api_pod("db-0")
     container_id = running["containers"][0]["container_id"]
