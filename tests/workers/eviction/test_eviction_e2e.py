@@ -1,4 +1,4 @@
-"""Eviction on real containerd and real cgroups, pkletd joined to the test API server (a
+"""Eviction on real containerd and real cgroups, pkletd joined to the real control plane (a
 static pod is critical and never evicted, so the pods come from the API):
 
 - memory: ``memory.available`` forced just below what the machine has free, a BestEffort
@@ -25,9 +25,9 @@ import pytest
 from pkletd.ipc.nodestats.cgroupstats import CgroupReader
 from pkletd.ipc.nodestats.nodememory import node_memory
 
-from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube
 from tests.harness.containerd import PrivateContainerd, remove_all_pods
+from tests.harness.controlplane import ControlPlane
 from tests.harness.node import BUSYBOX, Pkletd, join, wait_for
 
 pytestmark = pytest.mark.slow
@@ -81,19 +81,30 @@ def events(kube: Kube, reason: str) -> list[Any]:
     return [e for e in found if e.reason == reason]
 
 
-def joined(pkletd: Pkletd, apiserver: ApiServer, **eviction: Any) -> None:
+@pytest.fixture
+def kube(cluster_kube: Kube) -> Kube:
+    return cluster_kube
+
+
+@pytest.fixture
+def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
+    """The node is stopped before the cluster is cleaned (it would register again)."""
+    return pkletd
+
+
+def joined(pkletd: Pkletd, control_plane: ControlPlane, **eviction: Any) -> None:
     pkletd.extra_args += ["--eviction-monitoring-period", "1s"]
     pkletd.extra_args += ["--node-status-update-frequency", "1s"]
-    join(pkletd, apiserver, evictionPressureTransitionPeriod=TRANSITION, **eviction)
+    join(pkletd, control_plane, evictionPressureTransitionPeriod=TRANSITION, **eviction)
 
 
 def test_memory_pressure_evicts_the_pod_over_its_request(
-    pkletd: Pkletd, apiserver: ApiServer, kube: Kube
+    pkletd: Pkletd, control_plane: ControlPlane, kube: Kube
 ) -> None:
     memory = node_memory(CgroupReader().sample("/", 0.0))  # as the eviction worker reads it
     assert memory is not None and memory.available is not None
     threshold = f"{memory.available // MI - MARGIN_MI}Mi"
-    joined(pkletd, apiserver, evictionHard={"memory.available": threshold})
+    joined(pkletd, control_plane, evictionHard={"memory.available": threshold})
     assert pressure(pkletd) == []
     guaranteed = {"limits": {"cpu": "100m", "memory": "64Mi"}}
     kube.core.create_namespaced_pod("default", api_pod("steady", HOLD, guaranteed))
@@ -185,9 +196,9 @@ def nodefs(pkletd: Pkletd, containerd: PrivateContainerd, tmp_path: Path) -> Ite
 
 
 def test_disk_pressure_evicts_the_writer(
-    pkletd: Pkletd, apiserver: ApiServer, kube: Kube, nodefs: Path
+    pkletd: Pkletd, control_plane: ControlPlane, kube: Kube, nodefs: Path
 ) -> None:
-    joined(pkletd, apiserver, evictionHard={"nodefs.available": "20%"})
+    joined(pkletd, control_plane, evictionHard={"nodefs.available": "20%"})
     kube.core.create_namespaced_pod("default", api_pod("bystander", HOLD))
     pkletd.wait_api_pod("bystander")
     assert pressure(pkletd) == []
