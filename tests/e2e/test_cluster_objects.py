@@ -26,6 +26,7 @@ from tests.harness.node import BUSYBOX, Pkletd, join, wait_for
 pytestmark = pytest.mark.slow
 
 NS = "default"
+EXTRA = "authentication.kubernetes.io/"  # a bound token's claims, as TokenReview shows them
 PASSWORD = "s3cret-pa55"  # must never reach a pkletd log or its status
 
 
@@ -183,6 +184,10 @@ def test_volumes_follow_their_objects(
     assert (
         reviewed.authenticated and reviewed.user.username == "system:serviceaccount:default:default"
     )
+    bound = reviewed.user.extra or {}
+    assert bound[f"{EXTRA}pod-name"] == ["files"]
+    assert bound[f"{EXTRA}pod-uid"] == [node.pods()["files"]["uid"]]
+    assert bound[f"{EXTRA}node-name"] == [node.node]
     assert (default_dir / "ca.crt").read_text() == control_plane.ca_path.read_text()
     assert (default_dir / "namespace").read_text() == NS
     vault_token = (mix / "vault-token").read_text()
@@ -206,6 +211,14 @@ def test_volumes_follow_their_objects(
 
     assert_no_secret_in_logs_or_status(
         node, PASSWORD, "longer-password", default_token, vault_token
+    )
+
+    # Bound to the pod: once it is deleted, kube-apiserver no longer takes them.
+    kube.core.delete_namespaced_pod("files", NS)
+    wait_for(
+        "the pod's token refused",
+        lambda: not review(kube, vault_token, ["vault"]).authenticated,
+        timeout=30,
     )
 
 
