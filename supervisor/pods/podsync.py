@@ -289,7 +289,8 @@ class PodSyncer:
         state = self._inspector.inspect(uid)
         grace = state.grace_period() if grace_s is None else grace_s
         self._killer.kill_pod(pod, state, grace)
-        stopped = self._inspector.inspect(uid)  # what the pod's last status says
+        # what the pod's last status says (an orphan has none)
+        stopped = self._inspector.inspect(uid) if pod is not None else PodRuntime(uid)
         name = pod.full_name if pod is not None else uid
         for container in state.containers:
             unless_gone(self._runtime.remove_container, container.id)
