@@ -242,6 +242,14 @@ class Pods:
         entry.killed = entry.killed or result.killed
         return self._recompute(entry)
 
+    def final_status(self, result: SyncResult) -> dict[str, Any] | None:
+        """A pod deleted in the API whose termination finished: fold in its stopped
+        containers; its last API pod (terminal phase) if its status changed, else None."""
+        entry = self.entries.get(result.uid)
+        if entry is None or not entry.lifecycle.terminating() or not entry.pod.deleted:
+            return None
+        return self.record(result)
+
     def exited(self, uid: PodUID, event: PodLifecycleEvent) -> dict[str, Any] | None:
         """Fold in the exit a ``ContainerDied`` carries; the new API pod if its status
         changed, else None (no exit told, or a container the record does not run)."""
@@ -361,6 +369,7 @@ class Pods:
             previous,
             self._probes,
             entry.failure,
+            terminal=entry.pod.deleted and entry.lifecycle.terminating(),
         )
         if (
             previous == status

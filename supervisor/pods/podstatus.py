@@ -3,7 +3,9 @@
 Phase (the kubelet's getPhase over regular containers): any container waiting that
 never ran -> Pending; some running -> Running; none running but some stopped ->
 Running under restartPolicy Always (it is restarting them), Succeeded if every one
-succeeded, Failed under Never, else Running (OnFailure restarts the failed ones).
+succeeded, Failed under Never, else Running (OnFailure restarts the failed ones). A pod
+deleted in the API whose containers all stopped is terminal (the kubelet's
+``podIsTerminal``): Succeeded if every one succeeded, else Failed, whatever its policy.
 
 Conditions: ``podconditions`` (those others wrote, then the kubelet's own), and
 DisruptionTarget for a pod the kubelet stopped itself. A condition of ours keeps its
@@ -98,7 +100,10 @@ def container_status(
     return status
 
 
-def phase(pod: Pod, statuses: list[dict[str, Any]]) -> PodPhase:
+def phase(pod: Pod, statuses: list[dict[str, Any]], terminal: bool = False) -> PodPhase:
+    """``terminal``: the pod is deleted and stopping, so nothing restarts its containers
+    (the kubelet's ``podIsTerminal``): stopped, it Succeeded or Failed whatever its
+    restart policy."""
     running = waiting = stopped = succeeded = 0
     for s in statuses:
         state = s["state"]
@@ -117,6 +122,8 @@ def phase(pod: Pod, statuses: list[dict[str, Any]]) -> PodPhase:
         return PodPhase.RUNNING
     if not stopped:
         return PodPhase.PENDING
+    if terminal:
+        return PodPhase.SUCCEEDED if stopped == succeeded else PodPhase.FAILED
     if pod.restart_policy is RestartPolicy.ALWAYS:
         return PodPhase.RUNNING
     if stopped == succeeded:
@@ -144,6 +151,7 @@ def pod_status(
     previous: dict[str, Any] | None,
     probes: ProbeResults,
     failure: Failure | None = None,
+    terminal: bool = False,
 ) -> dict[str, Any]:
     init = init_progress(pod, runtime, probes.passed_startup(pod.uid))
     pending = None if init.done else Waiting(WaitingReason.POD_INITIALIZING, "")
@@ -155,7 +163,7 @@ def pod_status(
         container_status(pod, c, runtime, waiting.get(c.name), probes) for c in pod.init_containers
     ]
     sidecars = [s for s, c in zip(init_statuses, pod.init_containers, strict=True) if c.sidecar]
-    pod_phase = _init_phase(pod, init) or phase(pod, statuses)
+    pod_phase = _init_phase(pod, init) or phase(pod, statuses, terminal)
     if failure is not None:
         pod_phase = PodPhase.FAILED
     sandbox = runtime.sandbox()

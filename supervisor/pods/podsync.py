@@ -289,6 +289,8 @@ class PodSyncer:
         state = self._inspector.inspect(uid)
         grace = state.grace_period() if grace_s is None else grace_s
         self._killer.kill_pod(pod, state, grace)
+        # what the pod's last status says (an orphan has none)
+        stopped = self._inspector.inspect(uid) if pod is not None else PodRuntime(uid)
         name = pod.full_name if pod is not None else uid
         for container in state.containers:
             unless_gone(self._runtime.remove_container, container.id)
@@ -298,7 +300,7 @@ class PodSyncer:
         ours = pod is not None or bool(state.sandboxes)
         self._cgroups.remove(uid, kill=ours)  # after its containers and sandboxes
         log.info("pod terminated pod=%s uid=%s", name, uid)
-        return SyncResult(uid, PodRuntime(uid), terminated=True)
+        return SyncResult(uid, stopped, terminated=True)
 
     def _sandbox_for(
         self, pod: Pod, state: PodRuntime, actions: Actions

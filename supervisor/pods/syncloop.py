@@ -370,6 +370,9 @@ class SyncLoop:
             self._schedule(uid, FAILED_STEP_RETRY_S)
             return
         if outcome.terminated:
+            last = self._pods.final_status(outcome)
+            if last is not None:  # written before the final delete, as the kubelet does
+                self._publish(PodStatusUpdated(last))
             self._syncer.forget(uid)
             self._probes.forget(uid)
             self._admitter.forget(uid)

@@ -1,9 +1,10 @@
-"""Pods that use the cluster's objects, on a real pkletd joined to the test API server
-with real containerd: configMap, secret and projected volumes (and the default
-kube-api-access one), their updates seen inside a running container (not through a
-subPath), tokens the API server accepts for their audience, environment from objects
-and Services, and every bad input with the kubelet's reason and message while the rest
-of the pod and the node go on. Secrets appear in no pkletd log line and not in
+"""Pods that use the cluster's objects, on a real pkletd joined to the real control plane
+(kube-apiserver with its service-account token signer, kube-controller-manager) with real
+containerd: configMap, secret and projected volumes (and the default kube-api-access one,
+its ``ca.crt`` from ``kube-root-ca.crt``), their updates seen inside a running container
+(not through a subPath), tokens the API server accepts for their audience, environment
+from objects and Services, and every bad input with the kubelet's reason and message while
+the rest of the pod and the node go on. Secrets appear in no pkletd log line and not in
 ``pkletd status``."""
 
 from __future__ import annotations
@@ -17,20 +18,32 @@ from typing import Any
 import kubernetes.client
 import pytest
 
-from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube
 from tests.harness.containerd import mounts_under
+from tests.harness.controlplane import ControlPlane
 from tests.harness.node import BUSYBOX, Pkletd, join, wait_for
 
 pytestmark = pytest.mark.slow
 
 NS = "default"
+EXTRA = "authentication.kubernetes.io/"  # a bound token's claims, as TokenReview shows them
 PASSWORD = "s3cret-pa55"  # must never reach a pkletd log or its status
 
 
 @pytest.fixture
-def node(pkletd: Pkletd, apiserver: ApiServer) -> Iterator[Pkletd]:
-    yield join(pkletd, apiserver)
+def kube(cluster_kube: Kube) -> Kube:
+    return cluster_kube
+
+
+@pytest.fixture
+def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
+    """The node is stopped before the cluster is cleaned (it would register again)."""
+    return pkletd
+
+
+@pytest.fixture
+def node(pkletd: Pkletd, control_plane: ControlPlane) -> Iterator[Pkletd]:
+    yield join(pkletd, control_plane)
 
 
 def b64(text: str | bytes) -> str:
@@ -120,7 +133,9 @@ FILES_SCRIPT = (
 )
 
 
-def test_volumes_follow_their_objects(node: Pkletd, apiserver: ApiServer, kube: Kube) -> None:
+def test_volumes_follow_their_objects(
+    node: Pkletd, control_plane: ControlPlane, kube: Kube
+) -> None:
     config_map(kube, "settings", {"mode": "one", "other": "x"}, binaryData={"blob": b64(b"\0\1")})
     kube.core.create_namespaced_secret(
         NS, {"metadata": {"name": "creds"}, "data": {"password": b64(PASSWORD)}}
@@ -169,7 +184,11 @@ def test_volumes_follow_their_objects(node: Pkletd, apiserver: ApiServer, kube: 
     assert (
         reviewed.authenticated and reviewed.user.username == "system:serviceaccount:default:default"
     )
-    assert (default_dir / "ca.crt").read_text() == apiserver.ca_path.read_text()
+    bound = reviewed.user.extra or {}
+    assert bound[f"{EXTRA}pod-name"] == ["files"]
+    assert bound[f"{EXTRA}pod-uid"] == [node.pods()["files"]["uid"]]
+    assert bound[f"{EXTRA}node-name"] == [node.node]
+    assert (default_dir / "ca.crt").read_text() == control_plane.ca_path.read_text()
     assert (default_dir / "namespace").read_text() == NS
     vault_token = (mix / "vault-token").read_text()
     assert review(kube, vault_token, ["vault"]).authenticated
@@ -192,6 +211,14 @@ def test_volumes_follow_their_objects(node: Pkletd, apiserver: ApiServer, kube: 
 
     assert_no_secret_in_logs_or_status(
         node, PASSWORD, "longer-password", default_token, vault_token
+    )
+
+    # Bound to the pod: once it is deleted, kube-apiserver no longer takes them.
+    kube.core.delete_namespaced_pod("files", NS)
+    wait_for(
+        "the pod's token refused",
+        lambda: not review(kube, vault_token, ["vault"]).authenticated,
+        timeout=30,
     )
 
 

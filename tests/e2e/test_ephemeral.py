@@ -1,4 +1,4 @@
-"""``kubectl debug`` on a real pkletd (real containerd) joined to the test API server: the
+"""``kubectl debug`` on a real pkletd (real containerd) joined to the real control plane: the
 debug container joins its target's PID namespace, is attached to and its logs read through
 the kubelet API, shows in ephemeralContainerStatuses, is never restarted; a target the API
 does not know is the API's error, one that does not run is the kubelet's event, and the
@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube
 from tests.harness.containerd import list_containers
+from tests.harness.controlplane import ControlPlane
 from tests.harness.node import BUSYBOX, Pkletd, join, wait_for
 
 pytestmark = pytest.mark.slow
@@ -105,8 +105,19 @@ def read_until(fd: int, marker: bytes, deadline: float) -> str:
 
 
 @pytest.fixture
-def node(pkletd: Pkletd, apiserver: ApiServer) -> Pkletd:
-    return join(pkletd, apiserver)
+def kube(cluster_kube: Kube) -> Kube:
+    return cluster_kube
+
+
+@pytest.fixture
+def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
+    """The node is stopped before the cluster is cleaned (it would register again)."""
+    return pkletd
+
+
+@pytest.fixture
+def node(pkletd: Pkletd, control_plane: ControlPlane) -> Pkletd:
+    return join(pkletd, control_plane)
 
 
 def test_kubectl_debug_sees_the_targets_processes_and_is_never_restarted(

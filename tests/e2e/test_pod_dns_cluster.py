@@ -1,4 +1,4 @@
-"""Pod DNS on a pkletd joined to the test API server, as on a real node: an API pod's
+"""Pod DNS on a pkletd joined to the real control plane, as on a real node: an API pod's
 resolv.conf and hosts file, and the kubelet's DNSConfigForming warning in the API."""
 
 from __future__ import annotations
@@ -7,19 +7,35 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube
+from tests.harness.controlplane import ControlPlane
 from tests.harness.node import BUSYBOX, Pkletd, exec_in, join, wait_for
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def node(pkletd: Pkletd, apiserver: ApiServer) -> Iterator[Pkletd]:
+def kube(cluster_kube: Kube) -> Kube:
+    return cluster_kube
+
+
+@pytest.fixture
+def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
+    """The node is stopped before the cluster is cleaned (it would register again)."""
+    return pkletd
+
+
+@pytest.fixture
+def node(pkletd: Pkletd, control_plane: ControlPlane) -> Iterator[Pkletd]:
     resolv = pkletd.base / "resolv.conf"
     resolv.write_text("nameserver 192.0.2.1\nsearch corp.example\n")
     dns = {"clusterDNS": ["10.96.0.10"], "clusterDomain": "cluster.local"}
-    yield join(pkletd, apiserver, resolvConf=str(resolv), **dns)
+    yield join(pkletd, control_plane, resolvConf=str(resolv), **dns)
+
+
+def default_service_account(kube: Kube, namespace: str) -> bool:
+    accounts = kube.core.list_namespaced_service_account(namespace).items
+    return any(a.metadata.name == "default" for a in accounts)
 
 
 def test_an_api_pods_dns_and_its_warning_in_the_api(node: Pkletd, kube: Kube) -> None:
@@ -39,6 +55,8 @@ def test_an_api_pods_dns_and_its_warning_in_the_api(node: Pkletd, kube: Kube) ->
         ],
     }
     kube.core.create_namespace({"metadata": {"name": "shop"}})
+    # admission refuses a pod until the service-account controller made the namespace's
+    wait_for("shop's default ServiceAccount", lambda: default_service_account(kube, "shop"))
     kube.core.create_namespaced_pod("shop", {"metadata": {"name": "db-0"}, "spec": spec})
     running = node.wait_api_pod("db-0")
     container_id = running["containers"][0]["container_id"]

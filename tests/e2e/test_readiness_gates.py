@@ -1,4 +1,4 @@
-"""Readiness gates on a real pkletd joined to the test API server with real containerd: a pod
+"""Readiness gates on a real pkletd joined to the real control plane with real containerd: a pod
 whose gate condition another client writes (``kubectl patch --subresource=status``) is Ready
 only once the gate is True, and ``kubectl get``/``describe`` show the kubelet's conditions,
 in its order, with its reasons and messages, and no reason left over from before."""
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube
+from tests.harness.controlplane import ControlPlane
 from tests.harness.node import BUSYBOX, Pkletd, join, wait_for
 
 pytestmark = pytest.mark.slow
@@ -23,8 +23,19 @@ KUBELET_ORDER = ["PodReadyToStartContainers", "Initialized", "Ready", "Container
 
 
 @pytest.fixture
-def node(pkletd: Pkletd, apiserver: ApiServer) -> Iterator[Pkletd]:
-    yield join(pkletd, apiserver)
+def kube(cluster_kube: Kube) -> Kube:
+    return cluster_kube
+
+
+@pytest.fixture
+def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
+    """The node is stopped before the cluster is cleaned (it would register again)."""
+    return pkletd
+
+
+@pytest.fixture
+def node(pkletd: Pkletd, control_plane: ControlPlane) -> Iterator[Pkletd]:
+    yield join(pkletd, control_plane)
 
 
 def gated_pod(name: str) -> dict[str, Any]:

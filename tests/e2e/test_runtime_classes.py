@@ -1,4 +1,5 @@
-"""RuntimeClasses on a real pkletd joined to the test API server, with real containerd (whose
+"""RuntimeClasses on a real pkletd joined to the real control plane (kube-scheduler binds
+the pods, the RuntimeClass admission plugin sets their overhead), with real containerd (whose
 test config has a second handler, ``runc-test``): a pod of a class runs with its handler
 (the CRI's PodSandboxStatus says so) in a pod cgroup sized with the class's overhead; a
 class whose handler containerd lacks, and a class that does not exist (deleted after the pod
@@ -8,15 +9,14 @@ again until the class is there. Standalone, such a pod is refused with its reaso
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube
 from tests.harness.containerd import TEST_HANDLER, PrivateContainerd, list_pod_sandboxes
+from tests.harness.controlplane import ControlPlane
 from tests.harness.node import BUSYBOX, Pkletd, join, pod_manifest, wait_for
 
 pytestmark = pytest.mark.slow
@@ -27,21 +27,21 @@ MI = 2**20
 
 
 @pytest.fixture
-def scheduled(make_apiserver: Callable[..., ApiServer]) -> ApiServer:
-    return make_apiserver(scheduler=True)  # binds the pod whose scheduling gate is lifted
+def kube(cluster_kube: Kube) -> Kube:
+    return cluster_kube
 
 
 @pytest.fixture
-def node(pkletd: Pkletd, scheduled: ApiServer, clean_runtime: PrivateContainerd) -> Pkletd:
+def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
+    """The node is stopped before the cluster is cleaned (it would register again)."""
+    return pkletd
+
+
+@pytest.fixture
+def node(pkletd: Pkletd, control_plane: ControlPlane, clean_runtime: PrivateContainerd) -> Pkletd:
+    """Joined; kube-scheduler binds the classes' pods to it."""
     clean_runtime.require_handler(TEST_HANDLER)
-    return join(pkletd, scheduled)
-
-
-@pytest.fixture
-def kube(scheduled: ApiServer) -> Iterator[Kube]:
-    client = Kube(scheduled)
-    yield client
-    client.close()
+    return join(pkletd, control_plane)
 
 
 def runtime_class(kube: Kube, name: str, handler: str, **extra: Any) -> None:

@@ -73,6 +73,25 @@ def test_phase(policy: str, hows: list[str], phase: str) -> None:
     assert status(pod, *hows)["phase"] == phase
 
 
+@pytest.mark.parametrize(
+    ("policy", "hows", "phase"),
+    [
+        ("Always", ["exit0", "exit0"], "Succeeded"),
+        ("Always", ["exit0", "exit143"], "Failed"),
+        ("OnFailure", ["exit0", "exit1"], "Failed"),
+        ("Always", ["running", "exit0"], "Running"),  # still stopping
+        ("Always", ["creating"], "Pending"),
+    ],
+)
+def test_the_phase_of_a_deleted_pod_once_stopped_is_terminal(
+    policy: str, hows: list[str], phase: str
+) -> None:
+    """The kubelet's podIsTerminal: nothing restarts the containers of a deleted pod."""
+    pod = make_pod(*[f"c{i}" for i in range(len(hows))], restartPolicy=policy)
+    statuses = status(pod, *hows)["containerStatuses"]
+    assert podstatus.phase(pod, statuses, terminal=True) == phase
+
+
 def test_running_container() -> None:
     pod = make_pod("app")
     (c,) = status(pod, "running")["containerStatuses"]

@@ -76,3 +76,14 @@ def test_terminate_removes_everything(runtime: FakeRuntime, syncer: PodSyncer) -
     result = syncer.terminate(pod.uid, pod, 0)
     assert result.terminated
     assert runtime.sandboxes == {} and runtime.containers == {}
+
+
+def test_terminate_reports_the_stopped_containers(runtime: FakeRuntime, syncer: PodSyncer) -> None:
+    """What the pod's last status says (the kubelet's syncTerminatingPod reads the runtime
+    again after the kill): its containers exited, not the empty runtime left after."""
+    pod = make_pod("app")
+    syncer.sync(pod)
+    result = syncer.terminate(pod.uid, pod, 0)
+    assert [(c.name, c.state) for c in result.runtime.containers] == [
+        ("app", ContainerState.EXITED)
+    ]

@@ -7,8 +7,14 @@ import time
 from pathlib import Path
 
 from pkletd.ipc.apimodel.podenums import PodSource
-from pkletd.ipc.bus.messages import LifecycleEventType, PodLifecycleEvent, PodsListed
-from pkletd.ipc.runtime.cri import CriError
+from pkletd.ipc.bus.messages import (
+    LifecycleEventType,
+    Message,
+    PodLifecycleEvent,
+    PodsListed,
+    PodStatusUpdated,
+)
+from pkletd.ipc.runtime.cri import ContainerState, CriError, SandboxState
 from pkletd.supervisor.pods.book import Pods
 from pkletd.supervisor.pods.podsync import FAILED_STEP_RETRY_S
 from pkletd.supervisor.pods.proberesults import ProbeResults
@@ -100,3 +106,33 @@ def test_a_pod_dir_left_with_no_pod_is_torn_down_on_the_second_pass(tmp_path: Pa
     assert workers.updates == []  # once could be a pod being made
     loop.housekeeping()
     assert workers.updates == ["gone-uid"] and loop._pods.terminating("gone-uid")
+
+
+def test_a_pod_deleted_in_the_api_publishes_its_last_status_before_its_final_delete(
+    tmp_path: Path,
+) -> None:
+    """As the kubelet's syncTerminatingPod and syncTerminatedPod set the status before the
+    status manager may delete the pod: its stopped containers, and a terminal phase
+    (every container succeeded: Succeeded, whatever the restart policy)."""
+    published: list[Message] = []
+    pods = Pods("10.0.0.1", ["api"], ProbeResults())
+    pods.set_source("api", [pod_dict("app")])
+    pods.admit(UID)
+    pod = make_pod("app")
+    pods.record(SyncResult(UID, runtime(sandbox(), container(pod))))
+    loop = sync_loop(tmp_path, pods, RecordingWorkers(), publish=published.append)
+    deleted = pod_dict("app")
+    deleted["metadata"]["deletionTimestamp"] = "2026-12-07T10:00:00Z"
+    loop.on_pods_listed(PodsListed(PodSource.API, [deleted]))
+    stopped = container(pod, state=ContainerState.EXITED, exit_code=0)
+    gone = runtime(sandbox(SandboxState.NOTREADY), stopped)
+    loop.on_sync_done(UID, SyncResult(UID, gone, terminated=True))
+
+    kinds = [type(m).__name__ for m in published]
+    assert kinds == ["PodStatusUpdated", "PodForgotten", "PodTerminated"]
+    last = published[0]
+    assert isinstance(last, PodStatusUpdated)
+    status = last.pod["status"]
+    assert status["phase"] == "Succeeded"
+    (app,) = status["containerStatuses"]
+    assert app["state"]["terminated"]["exitCode"] == 0 and app["ready"] is False

@@ -1,4 +1,4 @@
-"""Eviction on real containerd and real cgroups, pkletd joined to the test API server (a
+"""Eviction on real containerd and real cgroups, pkletd joined to the real control plane (a
 static pod is critical and never evicted, so the pods come from the API):
 
 - memory: ``memory.available`` forced just below what the machine has free, a BestEffort
@@ -7,6 +7,9 @@ static pod is critical and never evicted, so the pods come from the API):
   status`` and on the API's Node, a BestEffort pod is refused meanwhile, a SIGKILLed
   eviction worker does not clear it early, and the condition clears once the
   (shortened) transition period is over;
+- the Eviction API: a pod evicted through ``pods/<name>/eviction`` (kube-apiserver adds
+  ``DisruptionTarget``, then deletes it gracefully) gets SIGTERM and its grace period,
+  and every status the node writes meanwhile keeps the API server's condition;
 - disk: the root dir on a loop-mounted 64 MiB ext4; a pod writing into an emptyDir takes
   ``nodefs.available`` under its threshold, DiskPressure turns True, the writer is the
   one evicted, its emptyDir goes and the pressure clears.
@@ -21,13 +24,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kubernetes.client
+import kubernetes.watch
 import pytest
 from pkletd.ipc.nodestats.cgroupstats import CgroupReader
 from pkletd.ipc.nodestats.nodememory import node_memory
 
-from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube
 from tests.harness.containerd import PrivateContainerd, remove_all_pods
+from tests.harness.controlplane import ControlPlane
 from tests.harness.node import BUSYBOX, Pkletd, join, wait_for
 
 pytestmark = pytest.mark.slow
@@ -81,19 +86,30 @@ def events(kube: Kube, reason: str) -> list[Any]:
     return [e for e in found if e.reason == reason]
 
 
-def joined(pkletd: Pkletd, apiserver: ApiServer, **eviction: Any) -> None:
+@pytest.fixture
+def kube(cluster_kube: Kube) -> Kube:
+    return cluster_kube
+
+
+@pytest.fixture
+def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
+    """The node is stopped before the cluster is cleaned (it would register again)."""
+    return pkletd
+
+
+def joined(pkletd: Pkletd, control_plane: ControlPlane, **eviction: Any) -> None:
     pkletd.extra_args += ["--eviction-monitoring-period", "1s"]
     pkletd.extra_args += ["--node-status-update-frequency", "1s"]
-    join(pkletd, apiserver, evictionPressureTransitionPeriod=TRANSITION, **eviction)
+    join(pkletd, control_plane, evictionPressureTransitionPeriod=TRANSITION, **eviction)
 
 
 def test_memory_pressure_evicts_the_pod_over_its_request(
-    pkletd: Pkletd, apiserver: ApiServer, kube: Kube
+    pkletd: Pkletd, control_plane: ControlPlane, kube: Kube
 ) -> None:
     memory = node_memory(CgroupReader().sample("/", 0.0))  # as the eviction worker reads it
     assert memory is not None and memory.available is not None
     threshold = f"{memory.available // MI - MARGIN_MI}Mi"
-    joined(pkletd, apiserver, evictionHard={"memory.available": threshold})
+    joined(pkletd, control_plane, evictionHard={"memory.available": threshold})
     assert pressure(pkletd) == []
     guaranteed = {"limits": {"cpu": "100m", "memory": "64Mi"}}
     kube.core.create_namespaced_pod("default", api_pod("steady", HOLD, guaranteed))
@@ -159,6 +175,71 @@ def test_memory_pressure_evicts_the_pod_over_its_request(
     assert "memory.available" in table and f"hard <{threshold}" in table
 
 
+# --- the Eviction API ----------------------------------------------------------------
+
+GRACEFUL = "trap 'echo stopping; sleep 2; exit 0' TERM; while true; do sleep 1; done"
+
+
+def condition_of(pod: Any, kind: str) -> Any:
+    return next((c for c in pod.status.conditions or [] if c.type == kind), None)
+
+
+def ready_in_api(kube: Kube, name: str) -> Any:
+    """The API pod once its Ready condition is True, else None."""
+    pod = kube.core.read_namespaced_pod(name, "default")
+    ready = condition_of(pod, "Ready")
+    return pod if ready is not None and ready.status == "True" else None
+
+
+def versions_until_deleted(kube: Kube, name: str, since: str) -> list[Any]:
+    """Every version of the pod the API had after ``since``, up to its deletion."""
+    seen: list[Any] = []
+    watch = kubernetes.watch.Watch()
+    for event in watch.stream(
+        kube.core.list_namespaced_pod,
+        "default",
+        field_selector=f"metadata.name={name}",
+        resource_version=since,
+        timeout_seconds=90,
+    ):
+        seen.append(event["object"])
+        if event["type"] == "DELETED":
+            watch.stop()
+    return seen
+
+
+def test_the_eviction_api_stops_the_pod_gracefully_keeping_its_disruption_target(
+    pkletd: Pkletd, control_plane: ControlPlane, kube: Kube
+) -> None:
+    join(pkletd, control_plane)
+    kube.core.create_namespaced_pod("default", api_pod("evictee", GRACEFUL))
+    pkletd.wait_api_pod("evictee")
+    before = wait_for("evictee Ready in the API", lambda: ready_in_api(kube, "evictee"))
+    eviction = kubernetes.client.V1Eviction(
+        metadata=kubernetes.client.V1ObjectMeta(name="evictee", namespace="default")
+    )
+    kube.core.create_namespaced_pod_eviction("evictee", "default", eviction)
+
+    versions = versions_until_deleted(kube, "evictee", before.metadata.resource_version)
+    assert versions and versions[-1].metadata.deletion_timestamp is not None
+    disrupted = [v for v in versions if condition_of(v, "DisruptionTarget")]
+    assert disrupted, "kube-apiserver adds DisruptionTarget before it deletes"
+    first = versions.index(disrupted[0])
+    for version in versions[first:]:  # every status the node wrote afterwards kept it
+        target = condition_of(version, "DisruptionTarget")
+        assert target is not None and (target.status, target.reason) == (
+            "True",
+            "EvictionByEvictionAPI",
+        )
+    (last,) = versions[-1].status.container_statuses
+    assert last.state.terminated is not None and last.state.terminated.exit_code == 0  # TERM
+    assert condition_of(versions[-1], "Ready").status == "False"
+    assert versions[-1].status.phase == "Succeeded"  # deleted and stopped: terminal
+    wait_for("the pod gone from the node", lambda: "evictee" not in pkletd.pods())
+    killing = [e for e in events(kube, "Killing") if e.involved_object.name == "evictee"]
+    assert killing and killing[0].message == "Stopping container c"
+
+
 # --- disk -------------------------------------------------------------------------------
 
 
@@ -185,9 +266,9 @@ def nodefs(pkletd: Pkletd, containerd: PrivateContainerd, tmp_path: Path) -> Ite
 
 
 def test_disk_pressure_evicts_the_writer(
-    pkletd: Pkletd, apiserver: ApiServer, kube: Kube, nodefs: Path
+    pkletd: Pkletd, control_plane: ControlPlane, kube: Kube, nodefs: Path
 ) -> None:
-    joined(pkletd, apiserver, evictionHard={"nodefs.available": "20%"})
+    joined(pkletd, control_plane, evictionHard={"nodefs.available": "20%"})
     kube.core.create_namespaced_pod("default", api_pod("bystander", HOLD))
     pkletd.wait_api_pod("bystander")
     assert pressure(pkletd) == []

@@ -1,4 +1,4 @@
-"""Local storage limits on real containerd, pkletd joined to the test API server (a static
+"""Local storage limits on real containerd, pkletd joined to the real control plane (a static
 pod is critical and never evicted, so the pods come from the API), the eviction
 monitoring period at 1 s and no threshold that the host's own disks could meet:
 
@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from pkletd.ipc.apimodel import quantity
 
-from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube
+from tests.harness.controlplane import ControlPlane
 from tests.harness.node import BUSYBOX, Pkletd, join, wait_for
 
 pytestmark = pytest.mark.slow
@@ -30,10 +30,21 @@ HOLD = "trap 'exit 0' TERM; while true; do sleep 1; done"
 LAYER_TIMEOUT = 90.0
 
 
-def joined(pkletd: Pkletd, apiserver: ApiServer) -> None:
+@pytest.fixture
+def kube(cluster_kube: Kube) -> Kube:
+    return cluster_kube
+
+
+@pytest.fixture
+def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
+    """The node is stopped before the cluster is cleaned (it would register again)."""
+    return pkletd
+
+
+def joined(pkletd: Pkletd, control_plane: ControlPlane) -> None:
     pkletd.extra_args += ["--eviction-monitoring-period", "1s"]
     # replaces the default thresholds whole: the host's disks cannot evict anyone here
-    join(pkletd, apiserver, evictionHard={"memory.available": "1Mi"})
+    join(pkletd, control_plane, evictionHard={"memory.available": "1Mi"})
 
 
 def container(name: str, command: str, limit: str | None = None) -> dict[str, Any]:
@@ -99,9 +110,9 @@ def assert_evicted_as_the_kubelet(kube: Kube, name: str, status: Any, message: s
 
 
 def test_a_pod_past_its_emptydir_size_limit_is_evicted_its_neighbour_stays(
-    pkletd: Pkletd, apiserver: ApiServer, kube: Kube
+    pkletd: Pkletd, control_plane: ControlPlane, kube: Kube
 ) -> None:
-    joined(pkletd, apiserver)
+    joined(pkletd, control_plane)
     capacity = kube.core.read_node("testnode").status.capacity
     assert quantity.parse(capacity["ephemeral-storage"]) > 0
     # the neighbour writes 1 MiB into its 4 MiB emptyDir: measured, within its limit
@@ -129,9 +140,9 @@ def test_a_pod_past_its_emptydir_size_limit_is_evicted_its_neighbour_stays(
     ids=["layer", "log"],
 )
 def test_a_container_past_its_ephemeral_storage_limit_is_evicted(
-    pkletd: Pkletd, apiserver: ApiServer, kube: Kube, where: str, write: str, timeout: float
+    pkletd: Pkletd, control_plane: ControlPlane, kube: Kube, where: str, write: str, timeout: float
 ) -> None:
-    joined(pkletd, apiserver)
+    joined(pkletd, control_plane)
     # the pod's limit (the sum, 102Mi) holds: the container's own is what is exceeded
     hog = container("hog", f"{write}; {HOLD}", limit="2Mi")
     idle = container("idle", HOLD, limit="100Mi")
@@ -142,9 +153,9 @@ def test_a_container_past_its_ephemeral_storage_limit_is_evicted(
 
 
 def test_a_pod_past_its_containers_total_limit_is_evicted(
-    pkletd: Pkletd, apiserver: ApiServer, kube: Kube
+    pkletd: Pkletd, control_plane: ControlPlane, kube: Kube
 ) -> None:
-    joined(pkletd, apiserver)
+    joined(pkletd, control_plane)
     writer = container("c", "head -c 6m /dev/zero > /data/fill; " + HOLD, limit="2Mi")
     kube.core.create_namespaced_pod("default", api_pod("greedy", writer, scratch=None))
     status = evicted(kube, "greedy")

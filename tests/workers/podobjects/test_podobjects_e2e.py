@@ -1,5 +1,5 @@
-"""The pod-objects worker in a real pkletd on the real containerd, joined to the test API
-server: a pod with a ConfigMap volume, a Secret variable, the service variables and the
+"""The pod-objects worker in a real pkletd on the real containerd, joined to the real control
+plane: a pod with a ConfigMap volume, a Secret variable, the service variables and the
 default service account volume runs; a ConfigMap change reaches the running container;
 a SIGKILLed pod-objects worker disturbs nothing and is back following changes."""
 
@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube
-from tests.harness.node import BUSYBOX, Pkletd, exec_in, wait_for
+from tests.harness.controlplane import ControlPlane
+from tests.harness.node import BUSYBOX, Pkletd, exec_in, join, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -50,15 +50,26 @@ def reader(node: str) -> dict[str, Any]:
     }
 
 
+@pytest.fixture
+def kube(cluster_kube: Kube) -> Kube:
+    return cluster_kube
+
+
+@pytest.fixture
+def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
+    """The node is stopped before the cluster is cleaned (it would register again)."""
+    return pkletd
+
+
 def test_a_pod_reads_its_objects_and_survives_a_killed_worker(
-    pkletd: Pkletd, apiserver: ApiServer, kube: Kube
+    pkletd: Pkletd, control_plane: ControlPlane, kube: Kube
 ) -> None:
     kube.core.create_namespaced_config_map(
         "default", {"metadata": {"name": "conf"}, "data": {"greeting": "hello"}}
     )
     secret = {"pw": base64.b64encode(b"s3cret").decode()}
     kube.core.create_namespaced_secret("default", {"metadata": {"name": "creds"}, "data": secret})
-    pkletd.join_cluster(apiserver).start()
+    join(pkletd, control_plane)
     kube.core.create_namespaced_pod("default", reader(pkletd.node))
     pkletd.wait_api_pod("reader")
     container, _ = container_of(pkletd)
