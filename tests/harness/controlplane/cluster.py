@@ -28,6 +28,7 @@ import ssl
 import time
 import urllib.request
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.harness.apiserver.certs import Pki
@@ -42,9 +43,25 @@ SERVICE_CIDR = "10.96.0.0/12"
 PORTS = ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler")
 
 
+@dataclass(frozen=True)
+class Options:
+    """What a test may change of the kubeadm-shaped control plane.
+
+    ``signing_duration_s``: kube-controller-manager's ``--cluster-signing-duration`` (the
+    lifetime of the certificates it signs; the signer still backdates each one by 5
+    minutes, so a short one's rotation deadline may be due at once).
+    ``verify_kubelet_serving``: kube-apiserver's ``--kubelet-certificate-authority`` is
+    the cluster CA, so logs, exec and the rest verify each kubelet's serving certificate
+    (every node then needs one the cluster signed: ``serverTLSBootstrap``)."""
+
+    signing_duration_s: int | None = None
+    verify_kubelet_serving: bool = False
+
+
 class ControlPlane:
-    def __init__(self, base_dir: Path) -> None:
+    def __init__(self, base_dir: Path, options: Options = Options()) -> None:
         self.base_dir = Path(base_dir)
+        self.options = options
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.pki = Pki(self.base_dir / "pki")
         self.ports = self._ports()
@@ -129,7 +146,18 @@ class ControlPlane:
             f"--tls-cert-file={serving_cert}",
             f"--tls-private-key-file={serving_key}",
             "--profiling=false",
+            *self._kubelet_ca_args(),
         ]
+
+    def _kubelet_ca_args(self) -> list[str]:
+        if not self.options.verify_kubelet_serving:
+            return []
+        return [f"--kubelet-certificate-authority={self.pki.ca_cert_path}"]
+
+    def _signing_args(self) -> list[str]:
+        if self.options.signing_duration_s is None:
+            return []
+        return [f"--cluster-signing-duration={self.options.signing_duration_s}s"]
 
     def _component_kubeconfig(self, user: str) -> Path:
         return self.pki.write_kubeconfig(
@@ -155,6 +183,7 @@ class ControlPlane:
             f"--service-account-private-key-file={self.pki.sa_key_path}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--use-service-account-credentials=true",
+            *self._signing_args(),
         ]
 
     def _scheduler_argv(self) -> list[str]:
@@ -292,9 +321,16 @@ class ControlPlane:
         """A kubeconfig as ``kubeadm join`` writes ``bootstrap-kubelet.conf``."""
         return self.pki.write_kubeconfig(path, self.url, "tls-bootstrap-token-user", token=token)
 
-    def add_bootstrap_token(self, token: str) -> None:
-        """A bootstrap token as ``kubeadm token create`` makes it (``<id>.<secret>``)."""
-        bootstrap.add_token(self.kubeconfig(), token)
+    def add_bootstrap_token(self, token: str, auto_approve: bool = True) -> None:
+        """A bootstrap token as ``kubeadm token create`` makes it (``<id>.<secret>``).
+        ``auto_approve=False``: its group may ask for certificates, but nobody approves
+        them (``kubeadm token create --groups``, a group without the approval binding):
+        the test approves or denies them."""
+        bootstrap.add_token(self.kubeconfig(), token, auto_approve)
+
+    def client_cert(self, user: str, groups: Sequence[str] = ()) -> tuple[Path, Path]:
+        """A client certificate and key for ``user`` in ``groups``, signed by the cluster CA."""
+        return self.pki.client_cert(user, groups)
 
 
-__all__ = ["ComponentError", "ControlPlane"]
+__all__ = ["ComponentError", "ControlPlane", "Options"]
