@@ -37,6 +37,34 @@ from tests.harness.controlplane.processes import Component, ComponentError
 from tests.harness.node import free_port
 
 START_TIMEOUT = 90.0
+# What kube-apiserver's audit log records (``audit_events``): who reviewed whom, who asked
+# for certificates, and the requests kube-apiserver proxies to kubelets; nothing else.
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {
+            "level": "Metadata",
+            "resources": [
+                {"group": "authentication.k8s.io", "resources": ["tokenreviews"]},
+                {"group": "authorization.k8s.io", "resources": ["subjectaccessreviews"]},
+                {"group": "certificates.k8s.io", "resources": ["certificatesigningrequests"]},
+                {
+                    "group": "",
+                    "resources": [
+                        "nodes/proxy",
+                        "pods/log",
+                        "pods/exec",
+                        "pods/attach",
+                        "pods/portforward",
+                    ],
+                },
+            ],
+        },
+        {"level": "None"},
+    ],
+}
 ADMIN_GROUPS = ("system:masters",)
 SERVICE_CIDR = "10.96.0.0/12"
 # Where each component listens, kept across restarts and read back by `make stop`.
@@ -146,8 +174,19 @@ class ControlPlane:
             f"--tls-cert-file={serving_cert}",
             f"--tls-private-key-file={serving_key}",
             "--profiling=false",
+            f"--audit-policy-file={self._audit_policy()}",
+            f"--audit-log-path={self.audit_log_path}",
             *self._kubelet_ca_args(),
         ]
+
+    @property
+    def audit_log_path(self) -> Path:
+        return self.base_dir / "logs" / "audit.log"
+
+    def _audit_policy(self) -> Path:
+        path = self.base_dir / "audit-policy.json"
+        path.write_text(json.dumps(AUDIT_POLICY))
+        return path
 
     def _kubelet_ca_args(self) -> list[str]:
         if not self.options.verify_kubelet_serving:
@@ -299,6 +338,21 @@ class ControlPlane:
         self._etcd_call("/v3/kv/compaction", {"revision": revision, "physical": True})
         return revision
 
+    # ----------------------------------------------------------------------- audit
+
+    def audit_events(
+        self, resource: str, subresource: str | None = None, user: str | None = None
+    ) -> list[dict[str, object]]:
+        """The completed requests kube-apiserver's audit log holds for ``resource`` (and
+        ``subresource``, made by ``user``), oldest first: the kinds ``AUDIT_POLICY`` names.
+        Each is an ``audit.k8s.io/v1`` Event (``verb``, ``user``, ``objectRef``,
+        ``responseStatus``...)."""
+        try:
+            lines = self.audit_log_path.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+        return [e for e in _parsed(lines) if _audit_match(e, resource, subresource, user)]
+
     # ----------------------------------------------------------------------- access
 
     def kubeconfig(
@@ -331,6 +385,31 @@ class ControlPlane:
     def client_cert(self, user: str, groups: Sequence[str] = ()) -> tuple[Path, Path]:
         """A client certificate and key for ``user`` in ``groups``, signed by the cluster CA."""
         return self.pki.client_cert(user, groups)
+
+
+def _parsed(lines: list[str]) -> list[dict[str, object]]:
+    """The JSON lines, but a last one still being written."""
+    events = []
+    for line in lines:
+        try:
+            events.append(dict(json.loads(line)))
+        except ValueError:
+            continue
+    return events
+
+
+def _audit_match(
+    event: dict[str, object], resource: str, subresource: str | None, user: str | None
+) -> bool:
+    ref = event.get("objectRef") or {}
+    who = event.get("user") or {}
+    assert isinstance(ref, dict) and isinstance(who, dict)
+    return (
+        event.get("stage") == "ResponseComplete"
+        and ref.get("resource") == resource
+        and (subresource is None or ref.get("subresource") == subresource)
+        and (user is None or who.get("username") == user)
+    )
 
 
 __all__ = ["ComponentError", "ControlPlane", "Options"]
