@@ -38,12 +38,19 @@ from tests.harness.node import free_port
 
 START_TIMEOUT = 90.0
 # What kube-apiserver's audit log records (``audit_events``): who reviewed whom, who asked
-# for certificates, and the requests kube-apiserver proxies to kubelets; nothing else.
+# for certificates, the requests kube-apiserver proxies to kubelets, and nodes' lists and
+# watches of pods; nothing else.
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
     "omitStages": ["RequestReceived"],
     "rules": [
+        {
+            "level": "Metadata",
+            "userGroups": ["system:nodes"],
+            "verbs": ["list", "watch"],
+            "resources": [{"group": "", "resources": ["pods"]}],
+        },
         {
             "level": "Metadata",
             "resources": [
@@ -80,10 +87,14 @@ class Options:
     minutes, so a short one's rotation deadline may be due at once).
     ``verify_kubelet_serving``: kube-apiserver's ``--kubelet-certificate-authority`` is
     the cluster CA, so logs, exec and the rest verify each kubelet's serving certificate
-    (every node then needs one the cluster signed: ``serverTLSBootstrap``)."""
+    (every node then needs one the cluster signed: ``serverTLSBootstrap``).
+    ``watch_cache``: off (``--watch-cache=false``), kube-apiserver serves each watch
+    from etcd itself, so a watch resumed from a revision ``compact()`` took away ends
+    with ``410 Gone`` from etcd, not from the API server's own cache."""
 
     signing_duration_s: int | None = None
     verify_kubelet_serving: bool = False
+    watch_cache: bool = True
 
 
 class ControlPlane:
@@ -177,6 +188,7 @@ class ControlPlane:
             f"--audit-policy-file={self._audit_policy()}",
             f"--audit-log-path={self.audit_log_path}",
             *self._kubelet_ca_args(),
+            *([] if self.options.watch_cache else ["--watch-cache=false"]),
         ]
 
     @property
@@ -341,17 +353,22 @@ class ControlPlane:
     # ----------------------------------------------------------------------- audit
 
     def audit_events(
-        self, resource: str, subresource: str | None = None, user: str | None = None
+        self,
+        resource: str,
+        subresource: str | None = None,
+        user: str | None = None,
+        verb: str | None = None,
     ) -> list[dict[str, object]]:
         """The completed requests kube-apiserver's audit log holds for ``resource`` (and
-        ``subresource``, made by ``user``), oldest first: the kinds ``AUDIT_POLICY`` names.
-        Each is an ``audit.k8s.io/v1`` Event (``verb``, ``user``, ``objectRef``,
-        ``responseStatus``...)."""
+        ``subresource``, made by ``user``, with ``verb``), oldest first: the kinds
+        ``AUDIT_POLICY`` names. Each is an ``audit.k8s.io/v1`` Event (``verb``, ``user``,
+        ``objectRef``, ``responseStatus``...)."""
         try:
             lines = self.audit_log_path.read_text().splitlines()
         except FileNotFoundError:
             return []
-        return [e for e in _parsed(lines) if _audit_match(e, resource, subresource, user)]
+        wanted = Wanted(resource, subresource, user, verb)
+        return [e for e in _parsed(lines) if wanted.matches(e)]
 
     # ----------------------------------------------------------------------- access
 
@@ -398,18 +415,26 @@ def _parsed(lines: list[str]) -> list[dict[str, object]]:
     return events
 
 
-def _audit_match(
-    event: dict[str, object], resource: str, subresource: str | None, user: str | None
-) -> bool:
-    ref = event.get("objectRef") or {}
-    who = event.get("user") or {}
-    assert isinstance(ref, dict) and isinstance(who, dict)
-    return (
-        event.get("stage") == "ResponseComplete"
-        and ref.get("resource") == resource
-        and (subresource is None or ref.get("subresource") == subresource)
-        and (user is None or who.get("username") == user)
-    )
+@dataclass(frozen=True)
+class Wanted:
+    """Which audit events ``audit_events`` returns (None: any)."""
+
+    resource: str
+    subresource: str | None
+    user: str | None
+    verb: str | None
+
+    def matches(self, event: dict[str, object]) -> bool:
+        ref = event.get("objectRef") or {}
+        who = event.get("user") or {}
+        assert isinstance(ref, dict) and isinstance(who, dict)
+        return (
+            event.get("stage") == "ResponseComplete"
+            and ref.get("resource") == self.resource
+            and self.subresource in (None, ref.get("subresource"))
+            and self.user in (None, who.get("username"))
+            and self.verb in (None, event.get("verb"))
+        )
 
 
 __all__ = ["ComponentError", "ControlPlane", "Options"]
