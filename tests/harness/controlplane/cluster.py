@@ -12,6 +12,11 @@
   the bootstrap signer and token cleaner, as kubeadm enables them;
 - kube-scheduler.
 
+kube-apiserver keeps an audit log of reviews, CSRs, what it proxies to kubelets and
+nodes' pod lists and watches (``audit_events``). ``Options`` change a few flags for a
+test's own control plane (signing duration, ``--kubelet-certificate-authority``, the watch
+cache).
+
 Everything listens on 127.0.0.1 only, on free ports. Nodes must be given ``--node-ip
 127.0.0.1``: the API server reaches a kubelet only at its InternalIP
 (``--kubelet-preferred-address-types=InternalIP``). Each process logs to
@@ -187,6 +192,8 @@ class ControlPlane:
             "--profiling=false",
             f"--audit-policy-file={self._audit_policy()}",
             f"--audit-log-path={self.audit_log_path}",
+            "--audit-log-maxsize=100",  # MB: a long `make cluster` keeps one old file
+            "--audit-log-maxbackup=1",
             *self._kubelet_ca_args(),
             *([] if self.options.watch_cache else ["--watch-cache=false"]),
         ]
