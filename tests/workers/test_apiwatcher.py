@@ -146,6 +146,26 @@ def test_broken_watches_lose_and_duplicate_nothing(
     assert set(restarts.values()) == {0}  # nothing started twice
 
 
+def test_a_restarted_api_server_with_its_watch_cache_loses_nothing(
+    pkletd: Pkletd, control_plane: ControlPlane, kube: Kube
+) -> None:
+    """kube-apiserver as kubeadm runs it, its watch cache on: after the restart the
+    watch resumes, or lists again if the new cache no longer holds its revision."""
+    join(pkletd, control_plane)
+    kube.core.create_namespaced_pod("default", bound_pod("before"))
+    pkletd.wait_api_pod("before")
+    control_plane.restart_apiserver()
+    admin = Kube(control_plane, retries=False)
+    try:
+        create_when_serving(admin, "after")
+        pkletd.wait_api_pod("after", timeout=60)
+    finally:
+        admin.close()
+    assert names(pkletd) == ["after", "before"]
+    restarts = {p["name"]: p["containers"][0]["restart_count"] for p in pkletd.status()["pods"]}
+    assert set(restarts.values()) == {0}
+
+
 def test_a_dropped_watch_resumes_losing_nothing(
     pkletd: Pkletd, make_apiserver: Callable[..., ApiServer]
 ) -> None:
