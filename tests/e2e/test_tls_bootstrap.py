@@ -33,9 +33,11 @@ from tests.harness.node import Pkletd, pod_manifest, wait_for
 pytestmark = pytest.mark.slow
 
 TOKEN = "abcdef.0123456789abcdef"
-# A token of its own: kube-apiserver caches what a token authenticated as for 10 s, so
-# TOKEN, deleted after one test and made again in another group, may still be in the old.
+# Tokens of their own: kube-apiserver caches what a token authenticated as for 10 s, so
+# TOKEN, made by another test and deleted by its clean-up, may still be taken for a while
+# (or be taken in its old group).
 UNAPPROVED_TOKEN = "denyme.0123456789abcdef"
+LATE_TOKEN = "latejn.0123456789abcdef"
 SIGNING_DURATION_S = 90
 SERVING_SIGNER = "kubernetes.io/kubelet-serving"
 
@@ -143,7 +145,7 @@ def test_a_node_bootstraps_rotates_and_stays_ready(
 def test_a_wrong_token_is_reported_and_retried_while_static_pods_run(
     pkletd: Pkletd, control_plane: ControlPlane, kube: Kube
 ) -> None:
-    bootstrap_node(pkletd, control_plane, TOKEN)  # no such token in the cluster
+    bootstrap_node(pkletd, control_plane, LATE_TOKEN)  # no such token in the cluster
     pkletd.put("web", pod_manifest("web"))
     pkletd.start(wait=False)
     pkletd.wait_running("web", timeout=60)
@@ -155,7 +157,7 @@ def test_a_wrong_token_is_reported_and_retried_while_static_pods_run(
     status = pkletd.cli("status").stdout
     assert "client certificate: none yet, error: the API server refused the bootstrap" in status
     assert pkletd.workers()["node-lease"]["state"] == "stopped"
-    control_plane.add_bootstrap_token(TOKEN)  # the operator fixes the token: a retry joins
+    control_plane.add_bootstrap_token(LATE_TOKEN)  # the operator adds it: a retry joins
     wait_for("node Ready", node_ready(kube, pkletd.node), timeout=90)
 
 
