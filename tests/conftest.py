@@ -21,6 +21,10 @@ The real control plane (``tests/harness/controlplane``)
                        kubeadm sets them up, built from Kubernetes' Go modules (built first
                        if missing), started once per session under ``/tmp/k8s-*``; kept
                        when a test failed (or with ``PKLETD_KEEP_TMP=1``), else removed.
+    ``make_control_plane``  a factory, ``make_control_plane(**options)``, for another
+                       control plane with ``Options`` (``signing_duration_s``,
+                       ``verify_kubelet_serving``), started at once (a minute on a busy
+                       machine); stopped after the test, its logs kept the same way.
     ``cluster_kube``   ``Kube`` as the cluster's admin (its kubectl is the release's own);
                        afterwards what the test made is deleted (``cleanup.py``), and a
                        failed test prints the last lines of each component's log.
@@ -47,7 +51,7 @@ from tests import leaks
 from tests.harness.apiserver import ApiServer, ApiServerConfig
 from tests.harness.apiserver.client import Kube
 from tests.harness.containerd import PrivateContainerd, ensure_installed, remove_all_pods
-from tests.harness.controlplane import ControlPlane, cleanup
+from tests.harness.controlplane import ControlPlane, Options, cleanup
 from tests.harness.controlplane.processes import tail
 from tests.harness.node import Pkletd, dump_logs
 
@@ -143,27 +147,49 @@ def kube(apiserver: ApiServer) -> Iterator[Kube]:
 # --------------------------------------------------------------------------- control plane
 
 
+def _new_control_plane(options: Options) -> ControlPlane:
+    return ControlPlane(Path(tempfile.mkdtemp(prefix="k8s-", dir="/tmp")), options)
+
+
+def _stop_control_plane(plane: ControlPlane, failed: bool) -> None:
+    """Stop it; keep its dir (logs) when a test failed or ``PKLETD_KEEP_TMP=1``."""
+    plane.stop()
+    if failed or os.environ.get("PKLETD_KEEP_TMP") == "1":
+        print(f"\ncontrol plane logs kept in {plane.base_dir / 'logs'}")
+    else:
+        shutil.rmtree(plane.base_dir, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
-    plane = ControlPlane(Path(tempfile.mkdtemp(prefix="k8s-", dir="/tmp")))
-    plane.start()
+    plane = _new_control_plane(Options()).start()
     failures = request.session.testsfailed
     try:
         yield plane
     finally:
-        plane.stop()
-        kept = request.session.testsfailed > failures or os.environ.get("PKLETD_KEEP_TMP") == "1"
-        if kept:
-            print(f"\ncontrol plane logs kept in {plane.base_dir / 'logs'}")
-        else:
-            shutil.rmtree(plane.base_dir, ignore_errors=True)
+        _stop_control_plane(plane, request.session.testsfailed > failures)
+
+
+@pytest.fixture
+def make_control_plane(request: pytest.FixtureRequest) -> Iterator[Callable[..., ControlPlane]]:
+    planes: list[ControlPlane] = []
+
+    def make(**options: Any) -> ControlPlane:
+        plane = _new_control_plane(Options(**options))
+        planes.append(plane)
+        return plane.start()
+
+    yield make
+    report = getattr(request.node, "rep_call", None)
+    for plane in planes:
+        _stop_control_plane(plane, report is None or report.failed)
 
 
 @pytest.fixture
 def cluster_kube(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[Kube]:
     control_plane.check_running()
     kube = Kube(control_plane)
-    before = cleanup.namespaces(kube.api)
+    before = cleanup.snapshot(kube.api)
     try:
         yield kube
     finally:

@@ -2,18 +2,19 @@
 
 The command line is the one kubeadm's systemd drop-in builds (``$KUBELET_KUBECONFIG_ARGS
 $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS``) with a ``$KUBELET_EXTRA_ARGS``-like tail:
-the ``kubelet`` script of the venv against the test containerd and the test API server.
+the ``kubelet`` script of the venv against the test containerd and the real control plane.
 """
 
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube
+from tests.harness.controlplane import ControlPlane
 from tests.harness.node import NODE, REPO, Pkletd, pod_manifest, wait_for
 
 pytestmark = pytest.mark.slow
@@ -22,10 +23,27 @@ KUBELET = REPO / ".venv" / "bin" / "kubelet"
 HEADER = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
 
 
-def kubeadm_command_line(pkletd: Pkletd, kubeconfig: Path, drop_ins: Path) -> list[str]:
+@pytest.fixture
+def kube(cluster_kube: Kube) -> Kube:
+    return cluster_kube
+
+
+@pytest.fixture
+def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
+    """The node is stopped before the cluster is cleaned (it would register again)."""
+    return pkletd
+
+
+def kubeadm_command_line(
+    pkletd: Pkletd, kubeconfig_args: Sequence[str], drop_ins: Path | None = None
+) -> list[str]:
+    """kubeadm's drop-in's command line; ``kubeconfig_args`` are its
+    ``KUBELET_KUBECONFIG_ARGS`` (``--bootstrap-kubeconfig=... --kubeconfig=...`` on a node
+    that joins with a token)."""
+    config_dir = ["--config-dir", str(drop_ins)] if drop_ins is not None else []
     return [
         str(KUBELET),
-        f"--kubeconfig={kubeconfig}",  # KUBELET_KUBECONFIG_ARGS
+        *kubeconfig_args,  # KUBELET_KUBECONFIG_ARGS
         f"--config={pkletd.config}",  # KUBELET_CONFIG_ARGS
         f"--container-runtime-endpoint={pkletd.endpoint}",  # KUBELET_KUBEADM_ARGS
         "--node-ip=127.0.0.1",
@@ -35,24 +53,25 @@ def kubeadm_command_line(pkletd: Pkletd, kubeconfig: Path, drop_ins: Path) -> li
         "--v=2",  # KUBELET_EXTRA_ARGS
         "--fail-swap-on=false",
         "--feature-gates=KubeletTracing=false",
-        "--config-dir",
-        str(drop_ins),
+        *config_dir,
     ]
 
 
 def test_kubeadm_command_line_runs_the_node(
-    pkletd: Pkletd, apiserver: ApiServer, kube: Kube
+    pkletd: Pkletd, control_plane: ControlPlane, kube: Kube
 ) -> None:
-    kubeconfig = apiserver.kubeconfig(user=f"system:node:{NODE}", groups=["system:nodes"])
+    kubeconfig = control_plane.kubeconfig(
+        pkletd.base / "kubelet.conf", user=f"system:node:{NODE}", groups=["system:nodes"]
+    )
     # The file names an endpoint that is not there: the flag kubeadm passes wins.
     pkletd.write_config(
         containerRuntimeEndpoint="unix:///nonexistent/containerd.sock",
-        authentication={"x509": {"clientCAFile": str(apiserver.ca_path)}},
+        authentication={"x509": {"clientCAFile": str(control_plane.ca_path)}},
     )
     drop_ins = pkletd.base / "kubelet.conf.d"
     drop_ins.mkdir()
     (drop_ins / "10-pods.conf").write_text(HEADER + "maxPods: 42\n")
-    pkletd.command = kubeadm_command_line(pkletd, kubeconfig, drop_ins)
+    pkletd.command = kubeadm_command_line(pkletd, [f"--kubeconfig={kubeconfig}"], drop_ins)
     pkletd.put("web", pod_manifest("web"))
     pkletd.start()
 

@@ -7,6 +7,8 @@
   controller manager's csrapproving controller;
 - ``kubeadm:node-autoapprove-certificate-rotation``: nodes' ``selfnodeclient`` CSRs too
   (client certificate rotation);
+- ``pkletd:manual-approval-bootstrap``: tokens in another group (``kubeadm token create
+  --groups``) may create CSRs too, but nothing approves them: a test decides;
 - ``kubeadm:get-nodes``: bootstrap tokens may read Nodes (``kubeadm join`` checks one);
 - ``kubeadm:cluster-admins``: the group kubeadm's admin and the API server's kubelet
   client are in, bound to ``cluster-admin``;
@@ -29,6 +31,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 BOOTSTRAPPERS = "system:bootstrappers:kubeadm:default-node-token"
+MANUAL_APPROVAL = "system:bootstrappers:pkletd:manual-approval"
 CLUSTER_ADMINS = "kubeadm:cluster-admins"
 CSR_ROLE = "system:certificates.k8s.io:certificatesigningrequests:"
 
@@ -49,6 +52,9 @@ CLUSTER_ROLE_BINDINGS = (
         CSR_ROLE + "selfnodeclient",
         "Group",
         "system:nodes",
+    ),
+    _binding(
+        "pkletd:manual-approval-bootstrap", "system:node-bootstrapper", "Group", MANUAL_APPROVAL
     ),
     _binding("kubeadm:get-nodes", "kubeadm:get-nodes", "Group", BOOTSTRAPPERS),
     _binding(CLUSTER_ADMINS, "cluster-admin", "Group", CLUSTER_ADMINS),
@@ -138,15 +144,16 @@ def controllers_ready(kubeconfig: Path) -> bool:
     return True
 
 
-def add_token(kubeconfig: Path, token: str) -> None:
-    """The Secret ``kubeadm token create`` writes for ``<id>.<secret>``."""
+def add_token(kubeconfig: Path, token: str, auto_approve: bool = True) -> None:
+    """The Secret ``kubeadm token create`` writes for ``<id>.<secret>``; without
+    ``auto_approve`` its group is one whose CSRs nobody approves."""
     token_id, _, secret = token.partition(".")
     data = {
         "token-id": token_id,
         "token-secret": secret,
         "usage-bootstrap-authentication": "true",
         "usage-bootstrap-signing": "true",
-        "auth-extra-groups": BOOTSTRAPPERS,
+        "auth-extra-groups": BOOTSTRAPPERS if auto_approve else MANUAL_APPROVAL,
     }
     body = {
         "metadata": {"name": f"bootstrap-token-{token_id}", "namespace": "kube-system"},

@@ -3,14 +3,16 @@
 The control plane runs for the whole test session, so each test leaves it as it found it:
 its workloads (Deployments and ReplicaSets first, so nothing makes pods again), its pods
 (grace 0: their nodes are stopped already), its nodes (the garbage collector takes their
-Leases and mirror pods), CSRs, storage objects and the namespaces it made. Nothing waits
-for a namespace's deletion to finish: tests name their namespaces apart.
+Leases and mirror pods), CSRs, storage objects, the namespaces, ClusterRoles and
+ClusterRoleBindings it made (those not there before it: ``snapshot``). Nothing waits for
+a namespace's deletion to finish: tests name their namespaces apart.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
@@ -38,6 +40,11 @@ CLUSTER_WIDE = (
     ("StorageV1Api", "volume_attachment"),
     ("NodeV1Api", "runtime_class"),
 )
+# Cluster-wide kinds the control plane has its own of: only those a test made go.
+RBAC = (
+    ("RbacAuthorizationV1Api", "cluster_role"),
+    ("RbacAuthorizationV1Api", "cluster_role_binding"),
+)
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 # What the control plane makes for itself and a test must not take away.
 KEPT = {
@@ -53,6 +60,24 @@ def _kept(kind: str, namespace: str, name: str) -> bool:
 
 def namespaces(api: client.ApiClient) -> set[str]:
     return {ns.metadata.name for ns in client.CoreV1Api(api).list_namespace().items}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The names, before a test, of what the control plane has of its own."""
+
+    namespaces: set[str]
+    rbac: dict[str, set[str]]
+
+
+def _names(api: client.ApiClient, api_name: str, kind: str) -> set[str]:
+    typed = getattr(client, api_name)(api)
+    return {item.metadata.name for item in getattr(typed, f"list_{kind}")().items}
+
+
+def snapshot(api: client.ApiClient) -> Snapshot:
+    rbac = {kind: _names(api, api_name, kind) for api_name, kind in RBAC}
+    return Snapshot(namespaces(api), rbac)
 
 
 def _ignore_gone(call: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
@@ -71,9 +96,10 @@ def _namespaced(api: client.ApiClient, namespace: str) -> Iterator[tuple[str, An
                 yield kind, typed, item.metadata.name
 
 
-def clean(api: client.ApiClient, namespaces_before: set[str]) -> None:
+def clean(api: client.ApiClient, before: Snapshot) -> None:
     """Delete what a test made, leaving what the control plane makes for itself."""
     core = client.CoreV1Api(api)
+    namespaces_before = before.namespaces
     for namespace in SYSTEM_NAMESPACES:
         for kind, typed, name in _namespaced(api, namespace):
             delete = getattr(typed, f"delete_namespaced_{kind}")
@@ -89,6 +115,10 @@ def clean(api: client.ApiClient, namespaces_before: set[str]) -> None:
             with contextlib.suppress(ApiException):
                 _strip_finalizers(typed, kind, item)
             _ignore_gone(getattr(typed, f"delete_{kind}"), item.metadata.name)
+    for api_name, kind in RBAC:
+        typed = getattr(client, api_name)(api)
+        for name in _names(api, api_name, kind) - before.rbac[kind]:
+            _ignore_gone(getattr(typed, f"delete_{kind}"), name)
 
 
 def _strip_finalizers(typed: Any, kind: str, item: Any) -> None:

@@ -12,6 +12,11 @@
   the bootstrap signer and token cleaner, as kubeadm enables them;
 - kube-scheduler.
 
+kube-apiserver keeps an audit log of reviews, CSRs, what it proxies to kubelets and
+nodes' pod lists and watches (``audit_events``). ``Options`` change a few flags for a
+test's own control plane (signing duration, ``--kubelet-certificate-authority``, the watch
+cache).
+
 Everything listens on 127.0.0.1 only, on free ports. Nodes must be given ``--node-ip
 127.0.0.1``: the API server reaches a kubelet only at its InternalIP
 (``--kubelet-preferred-address-types=InternalIP``). Each process logs to
@@ -28,6 +33,7 @@ import ssl
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.harness.apiserver.certs import Pki
@@ -36,15 +42,70 @@ from tests.harness.controlplane.processes import Component, ComponentError
 from tests.harness.node import free_port
 
 START_TIMEOUT = 90.0
+# What kube-apiserver's audit log records (``audit_events``): who reviewed whom, who asked
+# for certificates, the requests kube-apiserver proxies to kubelets, and nodes' lists and
+# watches of pods; nothing else.
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {
+            "level": "Metadata",
+            "userGroups": ["system:nodes"],
+            "verbs": ["list", "watch"],
+            "resources": [{"group": "", "resources": ["pods"]}],
+        },
+        {
+            "level": "Metadata",
+            "resources": [
+                {"group": "authentication.k8s.io", "resources": ["tokenreviews"]},
+                {"group": "authorization.k8s.io", "resources": ["subjectaccessreviews"]},
+                {"group": "certificates.k8s.io", "resources": ["certificatesigningrequests"]},
+                {
+                    "group": "",
+                    "resources": [
+                        "nodes/proxy",
+                        "pods/log",
+                        "pods/exec",
+                        "pods/attach",
+                        "pods/portforward",
+                    ],
+                },
+            ],
+        },
+        {"level": "None"},
+    ],
+}
 ADMIN_GROUPS = ("system:masters",)
 SERVICE_CIDR = "10.96.0.0/12"
 # Where each component listens, kept across restarts and read back by `make stop`.
 PORTS = ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler")
 
 
+@dataclass(frozen=True)
+class Options:
+    """What a test may change of the kubeadm-shaped control plane.
+
+    ``signing_duration_s``: kube-controller-manager's ``--cluster-signing-duration`` (the
+    lifetime of the certificates it signs; the signer still backdates each one by 5
+    minutes, so a short one's rotation deadline may be due at once).
+    ``verify_kubelet_serving``: kube-apiserver's ``--kubelet-certificate-authority`` is
+    the cluster CA, so logs, exec and the rest verify each kubelet's serving certificate
+    (every node then needs one the cluster signed: ``serverTLSBootstrap``).
+    ``watch_cache``: off (``--watch-cache=false``), kube-apiserver serves each watch
+    from etcd itself, so a watch resumed from a revision ``compact()`` took away ends
+    with ``410 Gone`` from etcd, not from the API server's own cache."""
+
+    signing_duration_s: int | None = None
+    verify_kubelet_serving: bool = False
+    watch_cache: bool = True
+
+
 class ControlPlane:
-    def __init__(self, base_dir: Path) -> None:
+    def __init__(self, base_dir: Path, options: Options = Options()) -> None:
         self.base_dir = Path(base_dir)
+        self.options = options
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.pki = Pki(self.base_dir / "pki")
         self.ports = self._ports()
@@ -129,7 +190,32 @@ class ControlPlane:
             f"--tls-cert-file={serving_cert}",
             f"--tls-private-key-file={serving_key}",
             "--profiling=false",
+            f"--audit-policy-file={self._audit_policy()}",
+            f"--audit-log-path={self.audit_log_path}",
+            "--audit-log-maxsize=100",  # MB: a long `make cluster` keeps one old file
+            "--audit-log-maxbackup=1",
+            *self._kubelet_ca_args(),
+            *([] if self.options.watch_cache else ["--watch-cache=false"]),
         ]
+
+    @property
+    def audit_log_path(self) -> Path:
+        return self.base_dir / "logs" / "audit.log"
+
+    def _audit_policy(self) -> Path:
+        path = self.base_dir / "audit-policy.json"
+        path.write_text(json.dumps(AUDIT_POLICY))
+        return path
+
+    def _kubelet_ca_args(self) -> list[str]:
+        if not self.options.verify_kubelet_serving:
+            return []
+        return [f"--kubelet-certificate-authority={self.pki.ca_cert_path}"]
+
+    def _signing_args(self) -> list[str]:
+        if self.options.signing_duration_s is None:
+            return []
+        return [f"--cluster-signing-duration={self.options.signing_duration_s}s"]
 
     def _component_kubeconfig(self, user: str) -> Path:
         return self.pki.write_kubeconfig(
@@ -155,6 +241,7 @@ class ControlPlane:
             f"--service-account-private-key-file={self.pki.sa_key_path}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--use-service-account-credentials=true",
+            *self._signing_args(),
         ]
 
     def _scheduler_argv(self) -> list[str]:
@@ -269,6 +356,26 @@ class ControlPlane:
         self._etcd_call("/v3/kv/compaction", {"revision": revision, "physical": True})
         return revision
 
+    # ----------------------------------------------------------------------- audit
+
+    def audit_events(
+        self,
+        resource: str,
+        subresource: str | None = None,
+        user: str | None = None,
+        verb: str | None = None,
+    ) -> list[dict[str, object]]:
+        """The completed requests kube-apiserver's audit log holds for ``resource`` (and
+        ``subresource``, made by ``user``, with ``verb``), oldest first: the kinds
+        ``AUDIT_POLICY`` names. Each is an ``audit.k8s.io/v1`` Event (``verb``, ``user``,
+        ``objectRef``, ``responseStatus``...)."""
+        try:
+            lines = self.audit_log_path.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+        wanted = Wanted(resource, subresource, user, verb)
+        return [e for e in _parsed(lines) if wanted.matches(e)]
+
     # ----------------------------------------------------------------------- access
 
     def kubeconfig(
@@ -291,9 +398,49 @@ class ControlPlane:
         """A kubeconfig as ``kubeadm join`` writes ``bootstrap-kubelet.conf``."""
         return self.pki.write_kubeconfig(path, self.url, "tls-bootstrap-token-user", token=token)
 
-    def add_bootstrap_token(self, token: str) -> None:
-        """A bootstrap token as ``kubeadm token create`` makes it (``<id>.<secret>``)."""
-        bootstrap.add_token(self.kubeconfig(), token)
+    def add_bootstrap_token(self, token: str, auto_approve: bool = True) -> None:
+        """A bootstrap token as ``kubeadm token create`` makes it (``<id>.<secret>``).
+        ``auto_approve=False``: its group may ask for certificates, but nobody approves
+        them (``kubeadm token create --groups``, a group without the approval binding):
+        the test approves or denies them."""
+        bootstrap.add_token(self.kubeconfig(), token, auto_approve)
+
+    def client_cert(self, user: str, groups: Sequence[str] = ()) -> tuple[Path, Path]:
+        """A client certificate and key for ``user`` in ``groups``, signed by the cluster CA."""
+        return self.pki.client_cert(user, groups)
 
 
-__all__ = ["ComponentError", "ControlPlane"]
+def _parsed(lines: list[str]) -> list[dict[str, object]]:
+    """The JSON lines, but a last one still being written."""
+    events = []
+    for line in lines:
+        try:
+            events.append(dict(json.loads(line)))
+        except ValueError:
+            continue
+    return events
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """Which audit events ``audit_events`` returns (None: any)."""
+
+    resource: str
+    subresource: str | None
+    user: str | None
+    verb: str | None
+
+    def matches(self, event: dict[str, object]) -> bool:
+        ref = event.get("objectRef") or {}
+        who = event.get("user") or {}
+        assert isinstance(ref, dict) and isinstance(who, dict)
+        return (
+            event.get("stage") == "ResponseComplete"
+            and ref.get("resource") == self.resource
+            and self.subresource in (None, ref.get("subresource"))
+            and self.user in (None, who.get("username"))
+            and self.verb in (None, event.get("verb"))
+        )
+
+
+__all__ = ["ComponentError", "ControlPlane", "Options"]

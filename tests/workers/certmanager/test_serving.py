@@ -1,7 +1,8 @@
-"""The serving certificate (serverTLSBootstrap) from the test API server: asked as the
+"""The serving certificate (serverTLSBootstrap) from the real control plane: asked as the
 node once it has client credentials, with its hostname and addresses as SANs; it waits
 for an administrator's approval (kube-controller-manager approves no serving CSR), then
-``kubelet-server-current.pem`` holds a server-auth certificate from the cluster CA."""
+``kubelet-server-current.pem`` holds a server-auth certificate from the cluster CA
+(``kubectl certificate approve``, and kube-controller-manager's kubelet-serving signer)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import random
 import threading
 from pathlib import Path
 
-import kubernetes.client
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from pkletd.ipc.apiclient.kubeapi import connect
@@ -21,8 +21,8 @@ from pkletd.workers.certmanager.serving import (
 )
 from pkletd.workers.certmanager.store import Store
 
-from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube, eventually
+from tests.harness.controlplane import ControlPlane
 from tests.workers.certmanager.test_certmanager import TOKEN, manager
 
 
@@ -32,10 +32,10 @@ def test_the_sans_are_sorted_and_an_address_hostname_is_an_ip() -> None:
 
 
 def test_a_serving_certificate_after_an_administrators_approval(
-    apiserver: ApiServer, tmp_path: Path
+    control_plane: ControlPlane, cluster_kube: Kube, tmp_path: Path
 ) -> None:
-    apiserver.add_bootstrap_token(TOKEN)
-    cm, _ = manager(apiserver, tmp_path)
+    control_plane.add_bootstrap_token(TOKEN)
+    cm, _ = manager(control_plane, tmp_path)
     cm.step(threading.Event())  # the client certificate first
     keeper = ServingCertificate(
         "n1",
@@ -49,9 +49,8 @@ def test_a_serving_certificate_after_an_administrators_approval(
         target=keeper.run, args=(tmp_path / "kubelet.conf", lambda p: connect(p, 5, 10), stop)
     )
     thread.start()
-    kube = Kube(apiserver)
     try:
-        api = kubernetes.client.CertificatesV1Api(kube.api)
+        api = cluster_kube.certificates
 
         def serving_csr() -> str | None:
             for item in api.list_certificate_signing_request().items:
@@ -59,13 +58,13 @@ def test_a_serving_certificate_after_an_administrators_approval(
                     return str(item.metadata.name)
             return None
 
-        name = eventually(serving_csr, what="a serving CSR")
+        name = eventually(serving_csr, timeout=30, what="a serving CSR")
         found = api.read_certificate_signing_request(name)
         assert found.spec.username == "system:node:n1"
         assert not (found.status and found.status.conditions)
-        apiserver.decide_csr(name, True, "AdminApproved")
+        cluster_kube.kubectl("certificate", "approve", name)
         current = tmp_path / "pki" / "kubelet-server-current.pem"
-        eventually(current.exists, what="kubelet-server-current.pem")
+        eventually(current.exists, timeout=30, what="kubelet-server-current.pem")
         cert = x509.load_pem_x509_certificate(current.read_bytes())
         usages = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
         assert list(usages) == [ExtendedKeyUsageOID.SERVER_AUTH]
@@ -74,4 +73,3 @@ def test_a_serving_certificate_after_an_administrators_approval(
     finally:
         stop.set()
         thread.join()
-        kube.close()

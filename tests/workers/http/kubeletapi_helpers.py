@@ -1,8 +1,9 @@
 """An http worker served in the test process (no bus, no parent): its kubelet API on a free
 port with TLS and the test PKI's CA as client CA, a read-only port, and a fake reviewer;
 and a small HTTPS client that can show a client certificate or a bearer token. For a real
-pkletd: ``join`` makes it a node of the test API server, ``kubelet_get`` and
-``kubelet_request`` ask its kubelet API directly."""
+pkletd: ``join`` makes it a node of a cluster, ``kubelet_get`` and ``kubelet_request`` ask
+its kubelet API directly (as a user of the cluster CA), and ``grant_kubelet_api`` lets users
+in through the real control plane's RBAC."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import kubernetes.client
 from pkletd.workers.http import (
     Api,
     AuthOptions,
@@ -30,6 +32,8 @@ from pkletd.workers.http.server import Limits
 
 from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.certs import Pki
+from tests.harness.apiserver.client import Kube
+from tests.harness.controlplane import ControlPlane
 from tests.harness.node import Pkletd, wait_for
 
 NODE = "node-a"
@@ -143,9 +147,31 @@ def serve(
         worker.close()
 
 
+def grant_kubelet_api(kube: Kube, name: str, subjects: list[dict[str, str]]) -> None:
+    """Bind ``subjects`` (RBAC subjects: ``{"kind": "User", "name": "ops", "apiGroup":
+    "rbac.authorization.k8s.io"}``...) to ``system:kubelet-api-admin``, the role the
+    kubelet's webhook authorization asks about (``nodes/proxy`` and the rest); the
+    clean-up takes the binding away."""
+    body = {
+        "metadata": {"name": name},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "system:kubelet-api-admin",
+        },
+        "subjects": subjects,
+    }
+    kubernetes.client.RbacAuthorizationV1Api(kube.api).create_cluster_role_binding(body)
+
+
+def user_subject(name: str) -> dict[str, str]:
+    """An RBAC subject: the user a client certificate's CN names."""
+    return {"kind": "User", "name": name, "apiGroup": "rbac.authorization.k8s.io"}
+
+
 def kubelet_request(
     pkletd: Pkletd,
-    apiserver: ApiServer,
+    apiserver: ApiServer | ControlPlane,
     method: str,
     path: str,
     user: str = "",
@@ -172,7 +198,11 @@ def kubelet_request(
 
 
 def kubelet_get(
-    pkletd: Pkletd, apiserver: ApiServer, path: str, user: str = "", token: str = ""
+    pkletd: Pkletd,
+    apiserver: ApiServer | ControlPlane,
+    path: str,
+    user: str = "",
+    token: str = "",
 ) -> tuple[int, str]:
     reply = kubelet_request(pkletd, apiserver, "GET", path, user, token)
     return reply.status, reply.text

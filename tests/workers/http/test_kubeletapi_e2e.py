@@ -1,7 +1,10 @@
-"""The kubelet API of a real pkletd joined to the test API server: HTTPS with client
-certificates and tokens (the API server reviews both), ``kubectl logs`` through the API
-server's proxy (``-f``, ``--tail``, ``--previous``, ``--since``), and bad requests that
-leave every worker running."""
+"""The kubelet API of a real pkletd joined to the real control plane: HTTPS with client
+certificates and service-account tokens, which kube-apiserver reviews (TokenReview,
+SubjectAccessReview against RBAC), ``kubectl logs`` through the API server's proxy
+(``-f``, ``--tail``, ``--previous``, ``--since``), and bad requests that leave every
+worker running. The API server's ``nodes/<node>/proxy`` alone stays on the test API
+server: kube-apiserver refuses to proxy to a node at a loopback address, and nodes here
+must be at 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -9,16 +12,18 @@ import datetime as dt
 import json
 import socket
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import kubernetes.client
 import pytest
 
-from tests.harness.apiserver import ApiServer, Decision
+from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube
+from tests.harness.controlplane import ControlPlane
 from tests.harness.node import BUSYBOX, Pkletd, join, wait_for
-from tests.workers.http.kubeletapi_helpers import kubelet_get
+from tests.workers.http.kubeletapi_helpers import grant_kubelet_api, kubelet_get, user_subject
 
 pytestmark = pytest.mark.slow
 
@@ -27,6 +32,30 @@ COUNTER = (
     'if [ "$n" -eq 0 ]; then exit 1; fi; '
     "i=0; while true; do echo tick-$i; i=$((i+1)); sleep 0.3; done"
 )
+
+
+TOKENS_NAMESPACE = "kubelet-api-tokens"
+REVIEWS = ("tokenreviews", "subjectaccessreviews")
+
+
+@pytest.fixture
+def kube(cluster_kube: Kube) -> Kube:
+    return cluster_kube
+
+
+@pytest.fixture
+def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
+    """The node is stopped before the cluster is cleaned (it would register again)."""
+    return pkletd
+
+
+def service_account_token(kube: Kube, name: str) -> str:
+    """A token of the service account ``name`` (made now) from the TokenRequest API."""
+    account = {"metadata": {"name": name}}
+    kube.core.create_namespaced_service_account(TOKENS_NAMESPACE, account)
+    request = {"spec": {"expirationSeconds": 3600}}
+    made = kube.core.create_namespaced_service_account_token(name, TOKENS_NAMESPACE, request)
+    return str(made.status.token)
 
 
 def counter_pod(name: str) -> dict[str, Any]:
@@ -54,40 +83,60 @@ def counter_pod(name: str) -> dict[str, Any]:
 
 
 def test_kubelet_api_authenticates_and_asks_the_api_server(
-    pkletd: Pkletd, apiserver: ApiServer, kube: Kube
+    pkletd: Pkletd, control_plane: ControlPlane, kube: Kube
 ) -> None:
-    apiserver.add_token("alice-token", "alice")
-    apiserver.add_token("bob-token", "bob")
-    apiserver.authorizer = lambda a: Decision(a.user.name != "bob")
-    join(pkletd, apiserver)
+    kube.core.create_namespace({"metadata": {"name": TOKENS_NAMESPACE}})
+    alice, bob = (service_account_token(kube, name) for name in ("alice", "bob"))
+    alice_account = {"kind": "ServiceAccount", "name": "alice", "namespace": TOKENS_NAMESPACE}
+    grant_kubelet_api(kube, "kubelet-api-e2e", [user_subject("ops"), alice_account])
+    join(pkletd, control_plane)
     kube.core.create_namespaced_pod("default", counter_pod("counter"))
     pkletd.wait_api_pod("counter")
+    reviews_before = {r: len(control_plane.audit_events(r)) for r in REVIEWS}
 
-    status, body = kubelet_get(pkletd, apiserver, "/pods", user="ops")
+    status, body = kubelet_get(pkletd, control_plane, "/pods", user="ops")
     assert status == 200
     pods = kubernetes.client.ApiClient().deserialize(body, "V1PodList", "application/json")
     assert [p.metadata.name for p in pods.items] == ["counter"]
-    assert kubelet_get(pkletd, apiserver, "/pods") == (401, "Unauthorized")
-    assert kubelet_get(pkletd, apiserver, "/pods", token="alice-token")[0] == 200
-    assert kubelet_get(pkletd, apiserver, "/pods", token="bob-token") == (
+    assert kubelet_get(pkletd, control_plane, "/pods") == (401, "Unauthorized")
+    assert kubelet_get(pkletd, control_plane, "/pods", token=alice)[0] == 200
+    bob_user = f"system:serviceaccount:{TOKENS_NAMESPACE}:bob"
+    assert kubelet_get(pkletd, control_plane, "/pods", token=bob) == (
         403,
-        "Forbidden (user=bob, verb=get, resource=nodes, subresource=proxy)",
+        f"Forbidden (user={bob_user}, verb=get, resource=nodes, subresource=proxy)",
     )
-    assert kubelet_get(pkletd, apiserver, "/pods", token="nobody")[0] == 401
-    cert, key = apiserver.client_cert("ops", ["ops"])
+    assert kubelet_get(pkletd, control_plane, "/pods", token="nobody")[0] == 401
+    cert, key = control_plane.client_cert("ops", ["ops"])
     assert curl(pkletd, "--cert", str(cert), "--key", str(key)) == "200"
     assert curl(pkletd) == "401"
-    assert curl(pkletd, "-H", "Authorization: Bearer bob-token") == "403"
-    reviews = apiserver.requests(resource="subjectaccessreviews")
-    assert reviews and all(r.user == "system:node:testnode" for r in reviews)
-    configz = json.loads(kubelet_get(pkletd, apiserver, "/configz", user="ops")[1])
+    assert curl(pkletd, "-H", f"Authorization: Bearer {bob}") == "403"
+    node_user = f"system:node:{pkletd.node}"
+    for resource in REVIEWS:  # asked as the node itself
+        reviews = control_plane.audit_events(resource)[reviews_before[resource] :]
+        assert reviews and all(r["user"]["username"] == node_user for r in reviews), resource  # type: ignore[index]
+    configz = json.loads(kubelet_get(pkletd, control_plane, "/configz", user="ops")[1])
     assert configz["kubeletconfig"]["port"] == pkletd.port
     assert configz["kubeletconfig"]["authorization"]["mode"] == "Webhook"
     assert (Path(pkletd.root_dir) / "pki" / "kubelet.crt").exists()
 
-    # the API server's own proxy, with its kubelet-client certificate
-    raw = kube.kubectl("get", "--raw", "/api/v1/nodes/testnode/proxy/pods").stdout
-    assert [p["metadata"]["name"] for p in json.loads(raw)["items"]] == ["counter"]
+
+def test_the_api_servers_node_proxy_reaches_the_kubelet_api(
+    pkletd: Pkletd, make_apiserver: Callable[..., ApiServer]
+) -> None:
+    """On the test API server: kube-apiserver refuses ``nodes/<node>/proxy`` to a node
+    whose address is loopback ("address not allowed"), and nodes here must be at
+    127.0.0.1, so the real one cannot show this."""
+    apiserver = make_apiserver()
+    join(pkletd, apiserver)
+    own = Kube(apiserver)
+    try:
+        own.core.create_namespaced_pod("default", counter_pod("counter"))
+        pkletd.wait_api_pod("counter")
+        # the API server's own proxy, with its kubelet-client certificate
+        raw = own.kubectl("get", "--raw", "/api/v1/nodes/testnode/proxy/pods").stdout
+        assert [p["metadata"]["name"] for p in json.loads(raw)["items"]] == ["counter"]
+    finally:
+        own.close()
 
 
 def curl(pkletd: Pkletd, *args: str) -> str:
@@ -101,9 +150,9 @@ def curl(pkletd: Pkletd, *args: str) -> str:
 
 
 def test_kubectl_logs_through_the_api_server(
-    pkletd: Pkletd, apiserver: ApiServer, kube: Kube
+    pkletd: Pkletd, control_plane: ControlPlane, kube: Kube
 ) -> None:
-    join(pkletd, apiserver)
+    join(pkletd, control_plane)
     kube.core.create_namespaced_pod("default", counter_pod("counter"))
 
     def restarted_and_ticking() -> bool:
@@ -147,9 +196,10 @@ def test_kubectl_logs_through_the_api_server(
 
 
 def test_bad_requests_leave_the_node_serving(
-    pkletd: Pkletd, apiserver: ApiServer, kube: Kube
+    pkletd: Pkletd, control_plane: ControlPlane, kube: Kube
 ) -> None:
-    join(pkletd, apiserver)
+    grant_kubelet_api(kube, "kubelet-api-e2e", [user_subject("ops")])
+    join(pkletd, control_plane)
     kube.core.create_namespaced_pod("default", counter_pod("counter"))
     pkletd.wait_api_pod("counter")
     for path, status in [
@@ -159,12 +209,12 @@ def test_bad_requests_leave_the_node_serving(
         ("/logs/%2e%2e/%2e%2e/etc/passwd", 400),
         ("/pods?" + "x" * 20000, 400),
     ]:
-        assert kubelet_get(pkletd, apiserver, path, user="ops")[0] in (status, 414), path
+        assert kubelet_get(pkletd, control_plane, path, user="ops")[0] in (status, 414), path
     idle = [socket.create_connection(("127.0.0.1", pkletd.port), timeout=10) for _ in range(50)]
     try:
         for sock in idle[:10]:
             sock.sendall(b"\x16\x03\x01 garbage, not a TLS hello")
-        assert kubelet_get(pkletd, apiserver, "/healthz", user="ops") == (200, "ok")
+        assert kubelet_get(pkletd, control_plane, "/healthz", user="ops") == (200, "ok")
     finally:
         for sock in idle:
             sock.close()

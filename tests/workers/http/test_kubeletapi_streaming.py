@@ -1,7 +1,8 @@
-"""exec, attach, port-forward and run on a real pkletd (real containerd) joined to the test
-API server: ``kubectl exec`` (output, exit status, piped stdin, a terminal), ``kubectl
-attach``, ``kubectl port-forward``, the Python client's exec over WebSocket, ``/run``, and
-what a bad request gets, while other requests go on being answered."""
+"""exec, attach, port-forward and run on a real pkletd (real containerd) joined to the real
+control plane: ``kubectl exec`` (output, exit status, piped stdin, a terminal), ``kubectl
+attach``, ``kubectl port-forward``, the Python client's exec over WebSocket, all through
+kube-apiserver's proxy to the node's kubelet port, ``/run``, and what a bad request gets,
+while other requests go on being answered."""
 
 from __future__ import annotations
 
@@ -16,10 +17,15 @@ from typing import Any
 import pytest
 from kubernetes.stream import stream
 
-from tests.harness.apiserver import ApiServer, Decision
 from tests.harness.apiserver.client import Kube
+from tests.harness.controlplane import ControlPlane
 from tests.harness.node import BUSYBOX, Pkletd, join, wait_for
-from tests.workers.http.kubeletapi_helpers import kubelet_get, kubelet_request
+from tests.workers.http.kubeletapi_helpers import (
+    grant_kubelet_api,
+    kubelet_get,
+    kubelet_request,
+    user_subject,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -47,10 +53,21 @@ def box_pod() -> dict[str, Any]:
     }
 
 
+@pytest.fixture
+def kube(cluster_kube: Kube) -> Kube:
+    return cluster_kube
+
+
+@pytest.fixture
+def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
+    """The node is stopped before the cluster is cleaned (it would register again)."""
+    return pkletd
+
+
 @dataclass
 class Node:
     pkletd: Pkletd
-    apiserver: ApiServer
+    apiserver: ControlPlane
     kube: Kube
     uid: str
 
@@ -72,9 +89,9 @@ class Node:
 
 
 @pytest.fixture
-def node(pkletd: Pkletd, apiserver: ApiServer, kube: Kube) -> Node:
-    apiserver.authorizer = lambda a: Decision(a.user.name != "bob")
-    join(pkletd, apiserver)
+def node(pkletd: Pkletd, control_plane: ControlPlane, kube: Kube) -> Node:
+    grant_kubelet_api(kube, "kubelet-api-streaming", [user_subject("ops")])  # not bob
+    join(pkletd, control_plane)
     kube.core.create_namespaced_pod("default", box_pod())
 
     def both_running() -> bool:
@@ -84,7 +101,7 @@ def node(pkletd: Pkletd, apiserver: ApiServer, kube: Kube) -> Node:
     wait_for("both containers of box running", both_running, timeout=60)
     wait_for("the page served", lambda: "hello" in exec_out(kube, "wget -qO- 127.0.0.1:8080"))
     uid = kube.core.read_namespaced_pod("box", "default").metadata.uid
-    return Node(pkletd, apiserver, kube, uid)
+    return Node(pkletd, control_plane, kube, uid)
 
 
 def exec_out(kube: Kube, script: str) -> str:
@@ -127,10 +144,14 @@ def test_kubectl_exec_output_and_exit_status(node: Node) -> None:
     assert "err\n" in result.stderr
     ok = node.kubectl("exec", "box", "-c", "web", "--", "cat", "/www/index.html")
     assert ok.stdout == "hello-from-pod\n"
-    # each time kubectl asked for WebSocket v5 (GET) first, the runtime refused it, and
-    # kubectl went on over SPDY (POST): see tests/harness/apiserver/proxy.py
-    methods = [r.method for r in node.apiserver.requests(subresource="exec")]
-    assert methods[-4:] == ["GET", "POST", "GET", "POST"]
+    # kubectl asks kube-apiserver for WebSocket (GET, verb get) and kube-apiserver speaks
+    # SPDY to the kubelet: one request each time, upgraded (the test API server made
+    # kubectl fall back to SPDY, a POST after each refused GET)
+    execs = node.apiserver.audit_events("pods", "exec")
+    assert [(e["verb"], e["responseStatus"]["code"]) for e in execs[-2:]] == [  # type: ignore[index]
+        ("get", 101),
+        ("get", 101),
+    ]
 
 
 def test_kubectl_exec_with_stdin(node: Node) -> None:
