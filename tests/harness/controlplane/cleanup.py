@@ -4,8 +4,10 @@ The control plane runs for the whole test session, so each test leaves it as it 
 its workloads (Deployments and ReplicaSets first, so nothing makes pods again), its pods
 (grace 0: their nodes are stopped already), its nodes (the garbage collector takes their
 Leases and mirror pods), CSRs, storage objects, the namespaces, ClusterRoles and
-ClusterRoleBindings it made (those not there before it: ``snapshot``). Nothing waits for
-a namespace's deletion to finish: tests name their namespaces apart.
+ClusterRoleBindings it made, and in the namespaces the control plane keeps what the test
+added there (ServiceAccounts, Roles, PodDisruptionBudgets, ConfigMaps...): only what was
+not there before it (``snapshot``), so the control plane's own objects stay. Nothing waits
+for a namespace's deletion to finish: tests name their namespaces apart.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ NAMESPACED = (
     ("CoreV1Api", "service"),
     ("CoreV1Api", "persistent_volume_claim"),
     ("CoreV1Api", "event"),
+    ("CoreV1Api", "service_account"),
+    ("PolicyV1Api", "pod_disruption_budget"),
+    ("RbacAuthorizationV1Api", "role"),
+    ("RbacAuthorizationV1Api", "role_binding"),
 )
 CLUSTER_WIDE = (
     ("CoreV1Api", "node"),
@@ -68,6 +74,9 @@ class Snapshot:
 
     namespaces: set[str]
     rbac: dict[str, set[str]]
+    # (kind, namespace, name) in the namespaces the control plane keeps: its own
+    # ConfigMaps, ServiceAccounts and Roles there are never taken away
+    system: set[tuple[str, str, str]]
 
 
 def _names(api: client.ApiClient, api_name: str, kind: str) -> set[str]:
@@ -77,7 +86,12 @@ def _names(api: client.ApiClient, api_name: str, kind: str) -> set[str]:
 
 def snapshot(api: client.ApiClient) -> Snapshot:
     rbac = {kind: _names(api, api_name, kind) for api_name, kind in RBAC}
-    return Snapshot(namespaces(api), rbac)
+    system = {
+        (kind, namespace, name)
+        for namespace in SYSTEM_NAMESPACES
+        for kind, _, name in _namespaced(api, namespace)
+    }
+    return Snapshot(namespaces(api), rbac, system)
 
 
 def _ignore_gone(call: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
@@ -102,6 +116,8 @@ def clean(api: client.ApiClient, before: Snapshot) -> None:
     namespaces_before = before.namespaces
     for namespace in SYSTEM_NAMESPACES:
         for kind, typed, name in _namespaced(api, namespace):
+            if (kind, namespace, name) in before.system:
+                continue
             delete = getattr(typed, f"delete_namespaced_{kind}")
             _ignore_gone(delete, name, namespace, grace_period_seconds=0)
     for namespace in namespaces(api) - namespaces_before - set(SYSTEM_NAMESPACES):
