@@ -161,6 +161,46 @@ def test_a_csi_driver_registers_survives_the_watcher_and_goes_and_comes_back(
     assert all(w["state"] == "running" for w in node.workers().values())
 
 
+GONE = "gone.csi.pkletd.test"
+
+
+@pytest.fixture
+def stale_csinode(kube: Kube) -> Iterator[None]:
+    """The node's CSINode left from its previous run, naming a driver whose plugin went
+    while the node was down; made as admin while no Node is registered (a node joining
+    anew), and taken away after (it has no owner to be garbage-collected with)."""
+    wait_for("no Node left from an earlier test", lambda: not _node_exists(kube))
+    _delete_csinode(kube)
+    wait_for("no CSINode left from an earlier test", lambda: csinode(kube) is None)
+    entry = {"name": GONE, "nodeID": "old-node-id"}
+    kube.storage.create_csi_node({"metadata": {"name": NODE}, "spec": {"drivers": [entry]}})
+    yield
+    _delete_csinode(kube)
+
+
+def _node_exists(kube: Kube) -> bool:
+    return kube.kubectl("get", "node", NODE, check=False).returncode == 0
+
+
+def _delete_csinode(kube: Kube) -> None:
+    kube.kubectl("delete", "csinode", NODE, "--ignore-not-found", "--wait=false")
+
+
+def test_a_driver_gone_while_the_node_was_down_is_removed_once_the_node_registers(
+    stale_csinode: None, node: Pkletd, kube: Kube
+) -> None:
+    """The plugin-watcher starts with node-lease, which registers the Node: the clean-up
+    of the CSINode waits for the Node, tried again until it succeeds, and the wait is no
+    error."""
+    wait_for("the stale driver off the CSINode", lambda: csinode_drivers(kube) == [], timeout=60)
+    wait_for("the Node", lambda: _node_exists(kube))
+    log = node.log("plugin-watcher")
+    assert f"CSI driver removed from the node's objects (not found) driver={GONE}" in log
+    assert [line for line in log.splitlines() if " ERROR " in line] == []
+    assert node_ids(kube) == {}
+    assert all(w["state"] == "running" for w in node.workers().values())
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

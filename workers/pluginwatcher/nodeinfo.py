@@ -11,7 +11,9 @@ any entry of that name. Uninstalling undoes the entry and the annotation key; th
 stay, as the kubelet leaves them. ``initialize`` makes the CSINode, with no drivers, when
 there is none (the kubelet's ``initializeCSINode``); ``prune`` takes off the drivers a
 restarted watcher did not find again. A write that lost a race with another
-writer (409) is computed again from a fresh read, a few times.
+writer (409) is computed again from a fresh read, a few times. A Node not there (404: the
+node-lease worker, started with ours, has not registered it yet) is ``NodeNotRegistered``,
+for the caller to wait on; uninstalling from a missing Node has nothing to undo there.
 """
 
 from __future__ import annotations
@@ -27,6 +29,15 @@ from pkletd.workers.pluginwatcher.api import CsiNodeApi
 NODE_ID_ANNOTATION = "csi.volume.kubernetes.io/nodeid"
 CONFLICT_TRIES = 5
 MAX_COUNT = 2**31 - 1  # allocatable.count is an int32
+
+
+class NodeNotRegistered(ApiCallFailed):
+    """The Node is not there (404): not registered yet (or deleted). Nothing an operator
+    must do: the node-lease worker registers it."""
+
+    def __init__(self, node: str, message: str) -> None:
+        super().__init__(NOT_FOUND, message)
+        self.node = node
 
 
 class NodeInfoRefused(ValueError):
@@ -77,7 +88,7 @@ class NodeInfoManager:
         no watcher ran); the names taken off."""
         csinode = self._csinode()
         drivers = (csinode or {}).get("spec", {}).get("drivers") or []
-        node = self._api.get_node(self._node)
+        node = self._get_node()
         stale = {d.get("name", "") for d in drivers} | set(_node_ids(node))
         gone = sorted(stale - keep)
         for name in gone:
@@ -86,8 +97,24 @@ class NodeInfoManager:
 
     # --- the Node ---------------------------------------------------------------------
 
+    def _get_node(self) -> Obj:
+        try:
+            return self._api.get_node(self._node)
+        except ApiCallFailed as exc:
+            if exc.status == NOT_FOUND:
+                raise NodeNotRegistered(self._node, str(exc)) from exc
+            raise
+
+    def _patch_node(self, patch: Obj) -> None:
+        try:
+            self._api.patch_node(self._node, patch)
+        except ApiCallFailed as exc:
+            if exc.status == NOT_FOUND:
+                raise NodeNotRegistered(self._node, str(exc)) from exc
+            raise
+
     def _install_on_node(self, driver: DriverOnNode) -> None:
-        node = self._api.get_node(self._node)
+        node = self._get_node()
         labels = node["metadata"].get("labels") or {}
         for key, value in sorted(driver.topology.items()):
             if key in labels and labels[key] != value:
@@ -105,10 +132,13 @@ class NodeInfoManager:
         }
         if added:
             metadata["labels"] = added
-        self._api.patch_node(self._node, {"metadata": metadata})
+        self._patch_node({"metadata": metadata})
 
     def _uninstall_on_node(self, name: str) -> None:
-        node = self._api.get_node(self._node)
+        try:
+            node = self._get_node()
+        except NodeNotRegistered:
+            return  # no Node, no annotation to take the driver off
         ids = _node_ids(node)
         if name not in ids:
             return
@@ -117,7 +147,10 @@ class NodeInfoManager:
             "resourceVersion": node["metadata"]["resourceVersion"],
             "annotations": {NODE_ID_ANNOTATION: json.dumps(left) if left else None},
         }
-        self._api.patch_node(self._node, {"metadata": metadata})
+        try:
+            self._patch_node({"metadata": metadata})
+        except NodeNotRegistered:
+            return  # deleted meanwhile: its annotation with it
 
     # --- the CSINode ------------------------------------------------------------------
 
@@ -150,7 +183,7 @@ class NodeInfoManager:
             raise
 
     def _create_csinode(self, drivers: list[dict[str, Any]]) -> None:
-        node = self._api.get_node(self._node)
+        node = self._get_node()
         owner = {
             "apiVersion": "v1",
             "kind": "Node",

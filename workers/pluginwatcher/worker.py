@@ -15,7 +15,14 @@ On its start the worker makes the node's CSINode (if missing), registers every s
 finds, takes off the node's objects any driver they still name that it did not register
 (its socket went while no watcher ran), then lists every driver registered
 (``CsiDriversListed``): the parent's registry becomes that set. A later snapshot (the
-parent lost broadcasts to us, so maybe our messages too) lists them again.
+parent lost broadcasts to us, so maybe our messages too) lists them again. The CSINode's
+making and the clean-up are tried again with the same back-off until they succeed.
+
+The Node may not be there yet: the node-lease worker, started with this one, registers it.
+Nothing for an operator to do, so no error: the first step that finds it missing logs
+``waiting for the node to be registered`` (INFO), the first that finds it there again
+``node registered``, and the steps tried again meanwhile log nothing more (DEBUG). The
+kubelet's CSINode initialisation likewise tries again, with back-off, until it succeeds.
 """
 
 from __future__ import annotations
@@ -43,7 +50,7 @@ from pkletd.ipc.bus.sender import Sender
 from pkletd.ipc.clock import SYSTEM_CLOCK, Clock
 from pkletd.ipc.inotify import DirEvents
 from pkletd.ipc.wakeup import Inbox
-from pkletd.workers.pluginwatcher.nodeinfo import NodeInfoRefused
+from pkletd.workers.pluginwatcher.nodeinfo import NodeInfoRefused, NodeNotRegistered
 from pkletd.workers.pluginwatcher.registrar import Registrar, RegistrationFailed
 
 log = logging.getLogger(__name__)
@@ -93,6 +100,7 @@ class Registered:
 class Failed:
     socket: str
     error: str
+    missing_node: str = ""  # the Node it needs, not registered yet
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +116,18 @@ class Listed:
 @dataclass(frozen=True, slots=True)
 class InitFailed:
     error: str
+    missing_node: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Pruned:
+    gone: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class PruneFailed:
+    error: str
+    missing_node: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +135,7 @@ class JobDied:
     error: str
 
 
-Outcome = Registered | Failed | Deregistered | Listed | InitFailed | JobDied
+Outcome = Registered | Failed | Deregistered | Listed | InitFailed | Pruned | PruneFailed | JobDied
 
 
 @dataclass(slots=True)
@@ -166,6 +186,8 @@ class PluginWatcher:
         self._next_watch = 0.0
         self._next_health = 0.0
         self._init_retry: Retry | None = None
+        self._prune_retry: Retry | None = None
+        self._missing_node = ""  # the Node waited for, "" when not waiting
 
     # --- the Worker protocol ----------------------------------------------------------
 
@@ -206,12 +228,16 @@ class PluginWatcher:
         if self._init_retry is not None and now >= self._init_retry.due:
             self._init_retry.due = float("inf")
             self._submit(self._initialize)
+        if self._prune_retry is not None and now >= self._prune_retry.due:
+            self._prune_retry.due = float("inf")
+            self._submit(self._prune)
         if now >= self._next_health:
             self._submit(self._check_health)
             self._next_health = now + HEALTH_S
         dues = [self._next_health, *(r.due for r in self._retries.values())]
-        if self._init_retry is not None:
-            dues.append(self._init_retry.due)
+        for step in (self._init_retry, self._prune_retry):
+            if step is not None:
+                dues.append(step.due)
         if not self._watch.watching:
             dues.append(self._next_watch)
         return min(dues)
@@ -253,6 +279,7 @@ class PluginWatcher:
         if isinstance(outcome, JobDied):
             raise RuntimeError(f"a registration job failed: {outcome.error}")
         if isinstance(outcome, Registered):
+            self._node_found()
             self._retries.pop(outcome.socket, None)
             driver = outcome.driver
             log.info(
@@ -270,22 +297,61 @@ class PluginWatcher:
             self._bus.send(CsiDriverGone(outcome.name))
         elif isinstance(outcome, Listed):
             self._bus.send(CsiDriversListed(outcome.drivers))
-        else:
+        elif isinstance(outcome, InitFailed):
             self._init_failed(outcome)
+        elif isinstance(outcome, Pruned):
+            self._pruned(outcome)
+        else:
+            self._prune_failed(outcome)
 
     def _failed(self, outcome: Failed) -> None:
-        log.error("plugin registration failed socket=%s error=%s", outcome.socket, outcome.error)
+        if outcome.missing_node:
+            self._node_missing(outcome.missing_node, "plugin registration", outcome.error)
+        else:
+            log.error(
+                "plugin registration failed socket=%s error=%s", outcome.socket, outcome.error
+            )
         if outcome.socket not in self._found:
             return  # gone meanwhile: nothing to try again
-        before = self._retries.get(outcome.socket)
-        delay = min(before.delay * 2, RETRY_MAX_S) if before is not None else RETRY_FIRST_S
-        self._retries[outcome.socket] = Retry(self._clock.monotonic() + delay, delay)
+        self._retries[outcome.socket] = _later(self._retries.get(outcome.socket), self._clock)
 
     def _init_failed(self, outcome: InitFailed) -> None:
-        log.error("CSINode not initialized error=%s", outcome.error)
-        before = self._init_retry
-        delay = min(before.delay * 2, RETRY_MAX_S) if before is not None else RETRY_FIRST_S
-        self._init_retry = Retry(self._clock.monotonic() + delay, delay)
+        if outcome.missing_node:
+            self._node_missing(outcome.missing_node, "CSINode initialization", outcome.error)
+        else:
+            log.error("CSINode not initialized error=%s", outcome.error)
+        self._init_retry = _later(self._init_retry, self._clock)
+
+    def _pruned(self, outcome: Pruned) -> None:
+        self._node_found()
+        self._prune_retry = None
+        for name in outcome.gone:
+            log.info("CSI driver removed from the node's objects (not found) driver=%s", name)
+
+    def _prune_failed(self, outcome: PruneFailed) -> None:
+        if outcome.missing_node:
+            self._node_missing(outcome.missing_node, "stale CSI driver clean-up", outcome.error)
+        else:
+            log.error(
+                "stale CSI drivers not removed from the node's objects error=%s", outcome.error
+            )
+        self._prune_retry = _later(self._prune_retry, self._clock)
+
+    def _node_missing(self, node: str, step: str, error: str) -> None:
+        """One line when the wait for the Node starts, whichever step finds it missing."""
+        if self._missing_node:
+            log.debug("still waiting for the node node=%s step=%s", node, step)
+            return
+        self._missing_node = node
+        log.info(
+            "waiting for the node to be registered node=%s step=%s error=%s", node, step, error
+        )
+
+    def _node_found(self) -> None:
+        """A step read the Node: the wait, if any, is over."""
+        if self._missing_node:
+            log.info("node registered node=%s", self._missing_node)
+            self._missing_node = ""
 
     def _submit(self, job: Callable[[], None]) -> None:
         self._runner.submit(lambda: self._guarded(job))
@@ -303,13 +369,13 @@ class PluginWatcher:
         try:
             self._registrar.initialize()
         except ApiCallFailed as exc:
-            self._inbox.put(InitFailed(str(exc)))
+            self._inbox.put(InitFailed(str(exc), _missing_node(exc)))
 
     def _register(self, socket: str) -> None:
         try:
             driver = self._registrar.register(socket)
         except RegistrationFailed as exc:
-            self._inbox.put(Failed(socket, str(exc)))
+            self._inbox.put(Failed(socket, str(exc), _missing_node(exc.__cause__)))
             return
         self._inbox.put(Registered(socket, driver))
 
@@ -332,10 +398,20 @@ class PluginWatcher:
         try:
             gone = self._registrar.prune()
         except (ApiCallFailed, NodeInfoRefused) as exc:
-            log.error("stale CSI drivers not removed from the node's objects error=%s", exc)
+            self._inbox.put(PruneFailed(str(exc), _missing_node(exc)))
             return
-        for name in gone:
-            log.info("CSI driver removed from the node's objects (not found) driver=%s", name)
+        self._inbox.put(Pruned(gone))
 
     def _list(self) -> None:
         self._inbox.put(Listed(self._registrar.listed()))
+
+
+def _missing_node(error: BaseException | None) -> str:
+    """The Node ``error`` says is not registered; "" for any other error."""
+    return error.node if isinstance(error, NodeNotRegistered) else ""
+
+
+def _later(before: Retry | None, clock: Clock) -> Retry:
+    """The next try of what failed: 0.5 s after a first failure, then twice the delay before."""
+    delay = min(before.delay * 2, RETRY_MAX_S) if before is not None else RETRY_FIRST_S
+    return Retry(clock.monotonic() + delay, delay)

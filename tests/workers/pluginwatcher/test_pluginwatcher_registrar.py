@@ -6,13 +6,14 @@ labels) and what its deregistration takes back."""
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 from pkletd.ipc.apiclient.jsonapi import ApiCallFailed
 from pkletd.ipc.clock import FakeClock
 from pkletd.ipc.csi.client import CsiError
 from pkletd.workers.pluginwatcher.fakes import FakeCsiNodeApi, FakePlugins
-from pkletd.workers.pluginwatcher.nodeinfo import NodeInfoManager
+from pkletd.workers.pluginwatcher.nodeinfo import NodeInfoManager, NodeNotRegistered
 from pkletd.workers.pluginwatcher.registrar import DIAL_S, Registrar, RegistrationFailed
 from pkletd.workers.pluginwatcher.versions import VersionRefused, highest_supported
 
@@ -168,6 +169,31 @@ def test_an_api_failure_fails_the_registration_and_the_plugin_hears_it(parts: Pa
         parts.registrar.register(SOCK)
     assert plugin.notified[0][0] is False
     assert parts.registrar.listed() == []
+
+
+def test_a_node_not_registered_yet_fails_the_registration_as_such(parts: Parts) -> None:
+    plugin = parts.plugins.add(SOCK, DRIVER)
+    parts.api.node = None
+    with pytest.raises(RegistrationFailed, match="not found") as failed:
+        parts.registrar.register(SOCK)
+    assert isinstance(failed.value.__cause__, NodeNotRegistered)
+    assert failed.value.__cause__.node == "n1"
+    assert plugin.notified[0][0] is False
+    with pytest.raises(NodeNotRegistered):
+        parts.registrar.initialize()
+    with pytest.raises(NodeNotRegistered):
+        parts.registrar.prune()
+
+
+def test_deregistering_from_a_node_gone_takes_back_the_csinode_entry(
+    parts: Parts, caplog: pytest.LogCaptureFixture
+) -> None:
+    parts.plugins.add(SOCK, DRIVER)
+    parts.registrar.register(SOCK)
+    parts.api.node = None  # deleted: its annotation with it
+    assert parts.registrar.deregister(SOCK) == DRIVER
+    assert parts.api.drivers() == []
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 def test_a_write_that_lost_a_race_is_made_again(parts: Parts) -> None:

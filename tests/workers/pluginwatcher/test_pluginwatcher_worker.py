@@ -5,6 +5,7 @@ or dying tells the parent, and what a restarted watcher tells it."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import stat
@@ -12,6 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from pkletd.ipc.apiclient.jsonapi import ApiCallFailed
 from pkletd.ipc.bus import messages as m
 from pkletd.ipc.bus.sender import FakeSender
 from pkletd.ipc.clock import FakeClock
@@ -20,7 +22,12 @@ from pkletd.ipc.inotify import DirEvents
 from pkletd.workers.pluginwatcher.fakes import FakeCsiNodeApi, FakePlugins
 from pkletd.workers.pluginwatcher.nodeinfo import NodeInfoManager
 from pkletd.workers.pluginwatcher.registrar import Registrar
-from pkletd.workers.pluginwatcher.worker import HEALTH_S, RETRY_FIRST_S, PluginWatcher
+from pkletd.workers.pluginwatcher.worker import (
+    HEALTH_S,
+    RETRY_FIRST_S,
+    RETRY_MAX_S,
+    PluginWatcher,
+)
 
 SNAPSHOT = m.Snapshot(seq=0, pods=[], containers={})
 
@@ -274,6 +281,70 @@ def test_csinode_initialization_is_tried_again_until_the_node_exists(node: Node)
     node.api.node = saved
     node.tick(RETRY_FIRST_S)
     assert node.api.drivers() == []
+
+
+def _stale_csinode(api: FakeCsiNodeApi, *names: str) -> None:
+    """A CSINode left from a previous run of the node, naming drivers gone meanwhile."""
+    api.csinode = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSINode",
+        "metadata": {"name": "n1", "resourceVersion": "1"},
+        "spec": {"drivers": [{"name": name, "nodeID": "old"} for name in names]},
+    }
+
+
+def _lines(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == level]
+
+
+def test_stale_drivers_are_removed_once_the_node_is_registered(node: Node) -> None:
+    _stale_csinode(node.api, "gone.csi.example.com")
+    saved, node.api.node = node.api.node, None  # node-lease has not registered it yet
+    node.snapshot()
+    assert [d["name"] for d in node.api.drivers()] == ["gone.csi.example.com"]
+    node.tick(RETRY_FIRST_S)
+    node.tick(RETRY_FIRST_S * 2)
+    assert [d["name"] for d in node.api.drivers()] == ["gone.csi.example.com"]
+    node.api.node = saved
+    node.tick(RETRY_FIRST_S * 4)
+    assert node.api.drivers() == []
+    node.tick(RETRY_MAX_S)  # done: not tried again
+    assert node.api.writes == ["update csinode"]
+
+
+def test_the_clean_up_is_tried_again_with_back_off_after_an_api_error(node: Node) -> None:
+    _stale_csinode(node.api, "gone.csi.example.com")
+    node.api.failing = ApiCallFailed(503, "the server is currently unable to handle the request")
+    node.snapshot()
+    node.api.failing = None
+    node.tick(RETRY_FIRST_S / 2)  # not due yet
+    assert [d["name"] for d in node.api.drivers()] == ["gone.csi.example.com"]
+    node.tick(RETRY_FIRST_S / 2)
+    assert node.api.drivers() == []
+
+
+def test_a_node_not_registered_yet_is_a_wait_logged_once_not_an_error(
+    node: Node, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, "pkletd.workers.pluginwatcher")
+    a = node.socket("a-reg.sock")
+    node.plugins.add(a, "a.csi.example.com")
+    _stale_csinode(node.api, "gone.csi.example.com")
+    saved, node.api.node = node.api.node, None
+    node.snapshot()
+    for _ in range(6):  # every step tried again, several times
+        node.tick(RETRY_MAX_S)
+    assert node.bus.take() == [m.CsiDriversListed([])]
+    assert _lines(caplog, logging.ERROR) == []
+    waits = [line for line in _lines(caplog, logging.INFO) if line.startswith("waiting")]
+    assert len(waits) == 1 and "node=n1 " in waits[0], waits
+
+    node.api.node = saved
+    node.tick(RETRY_MAX_S)
+    assert node.bus.take() == [registered("a.csi.example.com", a)]
+    assert [d["name"] for d in node.api.drivers()] == ["a.csi.example.com"]
+    assert _lines(caplog, logging.ERROR) == []
+    assert _lines(caplog, logging.INFO).count("node registered node=n1") == 1
 
 
 def test_the_directory_removed_is_made_and_watched_again(node: Node) -> None:
