@@ -45,7 +45,8 @@ START_TIMEOUT = 90.0
 # What kube-apiserver's audit log records (``audit_events``): who reviewed whom, who asked
 # for certificates, the requests kube-apiserver proxies to kubelets, and nodes' lists and
 # watches of pods; what nodes write of themselves (their Node, its status, their Lease),
-# of their pods (status, mirror pods made and deleted) and their events; nothing else.
+# of their pods (status, reads of one, mirror pods made and deleted) and their events;
+# nothing else.
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
@@ -87,7 +88,7 @@ AUDIT_POLICY = {
         {
             "level": "Metadata",
             "userGroups": ["system:nodes"],
-            "verbs": ["create", "delete"],
+            "verbs": ["get", "create", "delete"],
             "resources": [{"group": "", "resources": ["pods"]}],
         },
         {"level": "None"},
