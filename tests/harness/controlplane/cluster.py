@@ -44,9 +44,8 @@ from tests.harness.node import free_port
 START_TIMEOUT = 90.0
 # What kube-apiserver's audit log records (``audit_events``): who reviewed whom, who asked
 # for certificates, the requests kube-apiserver proxies to kubelets, and nodes' lists and
-# watches of pods; what nodes write of themselves (their Node, its status, their Lease),
-# of their pods (status, reads of one, mirror pods made and deleted) and their events;
-# nothing else.
+# watches of pods; and every other request a node makes of its Node, its Lease, pods
+# (their status, mirror pods) and events; nothing else.
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
@@ -80,16 +79,13 @@ AUDIT_POLICY = {
             "level": "Metadata",
             "userGroups": ["system:nodes"],
             "resources": [
-                {"group": "", "resources": ["nodes", "nodes/status", "pods/status", "events"]},
+                {
+                    "group": "",
+                    "resources": ["nodes", "nodes/status", "pods", "pods/status", "events"],
+                },
                 {"group": "coordination.k8s.io", "resources": ["leases"]},
                 {"group": "events.k8s.io", "resources": ["events"]},
             ],
-        },
-        {
-            "level": "Metadata",
-            "userGroups": ["system:nodes"],
-            "verbs": ["get", "create", "delete"],
-            "resources": [{"group": "", "resources": ["pods"]}],
         },
         {"level": "None"},
     ],
