@@ -24,8 +24,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 from pkletd.ipc.apiclient.kubeapi import connect
-from pkletd.ipc.apimodel.labels import Taint
+from pkletd.ipc.apimodel.labels import Taint, node_label_allowed
 from pkletd.ipc.bus.messages import NodeReported, ParentAlive, Snapshot
 from pkletd.ipc.bus.sender import FakeSender
 from pkletd.supervisor import config
@@ -458,3 +459,38 @@ def test_the_lease_keeps_its_period_while_status_writes_are_slow_or_failing(
     report = reported(worker.bus)
     assert "HTTP 500" in report.api_error and "lease:" not in report.api_error
     assert abs(report.lease_renewed_at - time.time()) < 2
+
+
+# Label keys on either side of NodeRestriction's line, as ``--node-labels`` may name them.
+LABEL_KEYS = (
+    "tier",
+    "example.com/rack",
+    "kubernetes.io/hostname",
+    "topology.kubernetes.io/zone",
+    "node.kubernetes.io/instance-type",
+    "kubelet.kubernetes.io/managed",
+    "pool.node.kubernetes.io/gpu",
+    "failure-domain.beta.kubernetes.io/zone",
+    "node-role.kubernetes.io/worker",
+    "node-restriction.kubernetes.io/trusted",
+    "example.node-restriction.kubernetes.io/trusted",
+    "kubernetes.io/role",
+    "example.k8s.io/anything",
+)
+
+
+def registered_by_the_node(kube: Kube, node: str, key: str) -> bool:
+    """Whether kube-apiserver lets the node itself register with the label ``key``."""
+    as_node = kube.as_user(f"system:node:{node}", ["system:nodes"])
+    body = {"metadata": {"name": node, "labels": {key: "x"}}}
+    try:
+        as_node.core.create_node(body)
+    except ApiException as exc:
+        assert exc.status == 403 and "is not allowed to set the following labels" in exc.body
+        return False
+    return True
+
+
+@pytest.mark.parametrize("key", LABEL_KEYS)
+def test_the_labels_a_node_may_set_are_those_noderestriction_admits(kube: Kube, key: str) -> None:
+    assert node_label_allowed(key) == registered_by_the_node(kube, unique_node(), key)
