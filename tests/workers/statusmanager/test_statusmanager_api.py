@@ -440,3 +440,41 @@ def test_events_are_posted_counted_and_capped(kube: Kube, agent: Agent) -> None:
     shown = json.loads(kube.kubectl("get", "events", "-o", "json").stdout)["items"]
     mine = [e["reason"] for e in shown if e["source"].get("host") == NODE]
     assert sorted(mine) == ["BackOff", "NodeReady", "Started"]
+
+
+# --- what the real strategic merge patch keeps ---------------------------------------------
+
+
+def not_ready(pod: Obj) -> Obj:
+    """``pod`` as reported while its container is not ready, with the kubelet's reasons."""
+    body = reported(pod, ready=False)
+    why = "containers with unready status: [app]"
+    for found in body["status"]["conditions"]:
+        if found["type"] in ("Ready", "ContainersReady"):
+            found.update(reason="ContainersNotReady", message=why)
+    return body
+
+
+def test_dropped_reasons_and_a_changed_ip_leave_nothing_behind(kube: Kube, agent: Agent) -> None:
+    pod = create_pod(kube)
+    agent.worker.on_snapshot(Snapshot(0, [not_ready(pod)], {}))
+    agent.run_until(
+        lambda: (
+            conditions(read(kube, "web")).get("Ready", {}).get("reason") == "ContainersNotReady"
+        ),
+        "Ready=False with its reason",
+    )
+    agent.worker.on_broadcast(PodStatusUpdated(reported(pod, ip="10.88.0.9")))
+    agent.run_until(lambda: read(kube, "web")["status"]["podIP"] == "10.88.0.9", "the new IP")
+    status = read(kube, "web")["status"]
+    assert status["podIPs"] == [{"ip": "10.88.0.9"}]
+    ready = conditions(read(kube, "web"))["Ready"]
+    assert ready["status"] == "True" and "reason" not in ready and "message" not in ready
+    kinds = [c["type"] for c in status["conditions"]]
+    assert kinds == [
+        "PodReadyToStartContainers",
+        "Initialized",
+        "Ready",
+        "ContainersReady",
+        "PodScheduled",
+    ]
