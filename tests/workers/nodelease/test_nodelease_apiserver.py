@@ -401,6 +401,35 @@ def test_without_register_node_only_an_existing_node_gets_status(
     assert seen.sent("nodes", "create") == []  # the admin's only
 
 
+def with_addresses(node: str, *ips: str) -> dict[str, Any]:
+    """The composed Node, its InternalIPs ``ips`` (a dual-stack node has two)."""
+    found = composed_node(node)
+    internal = [{"type": "InternalIP", "address": ip} for ip in ips]
+    found["status"]["addresses"] = [*internal, {"type": "Hostname", "address": node}]
+    return found
+
+
+def test_changed_addresses_replace_the_old_ones(seen: Seen, start: Callable[..., Running]) -> None:
+    """Addresses merge by ``type``, which two InternalIPs share: the node's own list must
+    stand, not a merge of the old and the new."""
+    worker = start()
+    worker.worker.on_snapshot(
+        Snapshot(1, [], {}, node=with_addresses(seen.name, "10.0.0.7", "fd00::7"))
+    )
+    worker.until(lambda: seen.ready().get("status") == "True", "Ready=True")
+
+    def addresses() -> list[dict[str, str]]:
+        return list(((seen.node() or {}).get("status") or {}).get("addresses") or [])
+
+    worker.until(lambda: len(addresses()) == 3, "both InternalIPs")
+    worker.worker.on_snapshot(Snapshot(2, [], {}, node=with_addresses(seen.name, "10.0.0.9")))
+    wanted = [
+        {"type": "InternalIP", "address": "10.0.0.9"},
+        {"type": "Hostname", "address": seen.name},
+    ]
+    worker.until(lambda: addresses() == wanted, "only the new address")
+
+
 # --- on the test API server ------------------------------------------------------------------
 
 
