@@ -478,3 +478,30 @@ def test_dropped_reasons_and_a_changed_ip_leave_nothing_behind(kube: Kube, agent
         "ContainersReady",
         "PodScheduled",
     ]
+
+
+def test_a_mirror_pod_noderestriction_refuses_holds_up_no_other_status(
+    sent: NodeRequests, kube: Kube, agent: Agent
+) -> None:
+    """A static pod naming a service account may not have a mirror pod (NodeRestriction:
+    403); its creates are retried with the back-off, and the node's other pods' statuses
+    go on being written."""
+    static = static_pod(content_hash="sa")
+    static["spec"]["serviceAccountName"] = "default"
+    pod = create_pod(kube)
+    agent.worker.on_snapshot(Snapshot(0, [static, reported(pod)], {}))
+    agent.run_until(lambda: read(kube, "web")["status"]["phase"] == "Running", "the status")
+    refused = agent.run_until(lambda: sent.of("pods", verb="create"), "a mirror pod create")
+    assert [_code(e) for e in refused] == [403] * len(refused)
+    agent.run_for(4 * OPTIONS.retry_max)  # the back-off reaches its longest wait
+    before = len(sent.of("pods", verb="create"))
+    agent.run_for(5 * OPTIONS.retry_max)
+    assert mirror(kube) == {}
+    again = len(sent.of("pods", verb="create")) - before
+    assert 1 <= again <= 5 + 1, again  # tried again, once per longest wait at most
+    agent.worker.on_broadcast(PodStatusUpdated(reported(pod, ready=False)))
+    agent.run_until(lambda: conditions(read(kube, "web"))["Ready"]["status"] == "False", "Ready")
+
+
+def _code(event: Obj) -> int:
+    return int((event.get("responseStatus") or {}).get("code", 0))
