@@ -505,3 +505,19 @@ def test_a_mirror_pod_noderestriction_refuses_holds_up_no_other_status(
 
 def _code(event: Obj) -> int:
     return int((event.get("responseStatus") or {}).get("code", 0))
+
+
+def test_a_repeated_event_whose_event_was_deleted_is_created_again(
+    sent: NodeRequests, kube: Kube, agent: Agent
+) -> None:
+    agent.worker.on_snapshot(Snapshot(0, [], {}))
+    now = time.time()
+    agent.worker.on_broadcast(EventRecorded(event(when=now)))
+    (posted,) = agent.run_until(lambda: events(kube), "the event")
+    kube.core.delete_namespaced_event(posted["metadata"]["name"], "default")
+    agent.worker.on_broadcast(EventRecorded(event(when=now + 1)))
+    (again,) = agent.run_until(lambda: events(kube), "the event again")
+    assert again["metadata"]["name"] == posted["metadata"]["name"]
+    assert again["count"] == 2
+    tried = [(e["verb"], _code(e)) for e in sent.of("events")]
+    assert tried == [("create", 201), ("patch", 404), ("create", 201)]
