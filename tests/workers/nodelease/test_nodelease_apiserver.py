@@ -401,6 +401,29 @@ def test_without_register_node_only_an_existing_node_gets_status(
     assert seen.sent("nodes", "create") == []  # the admin's only
 
 
+def test_an_adopted_node_gets_the_machines_resources(
+    seen: Seen, start: Callable[..., Running], kube: Kube
+) -> None:
+    """A Node left by another machine: its hugepage size this one lacks goes, its
+    capacity becomes this machine's."""
+    stale = {"cpu": "1", "memory": "1Gi", "pods": "10", "hugepages-1Gi": "2Gi"}
+    node = {"metadata": {"name": seen.name}, "status": {"capacity": stale, "allocatable": stale}}
+    create_node(kube, node)
+    worker = start()
+    worker.until(lambda: seen.ready().get("status") == "True", "Ready=True")
+
+    def resources() -> tuple[dict[str, str], dict[str, str]]:
+        status = (seen.node() or {}).get("status") or {}
+        return status.get("capacity") or {}, status.get("allocatable") or {}
+
+    capacity, allocatable = worker.until(
+        lambda: resources()[0].get("cpu") == "2" and resources(), "this machine's capacity"
+    )
+    assert "hugepages-1Gi" not in capacity and "hugepages-1Gi" not in allocatable
+    assert capacity["hugepages-2Mi"] == "0" and capacity["memory"] == "16318500Ki"
+    assert allocatable["cpu"] == "1900m" and allocatable["pods"] == "110"
+
+
 def with_addresses(node: str, *ips: str) -> dict[str, Any]:
     """The composed Node, its InternalIPs ``ips`` (a dual-stack node has two)."""
     found = composed_node(node)
