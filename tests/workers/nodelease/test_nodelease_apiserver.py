@@ -37,6 +37,7 @@ from pkletd.workers.nodelease.api import KubeNodeApi
 from tests.harness.apiserver import ApiServer, errors
 from tests.harness.apiserver.client import Kube
 from tests.harness.controlplane import ControlPlane
+from tests.harness.node import wait_for
 from tests.workers.nodelease.nodelease_helpers import CNI_DOWN, READY_CONDITIONS, FakeRuntime
 
 NODE = "node-a"
@@ -422,6 +423,52 @@ def test_an_adopted_node_gets_the_machines_resources(
     assert "hugepages-1Gi" not in capacity and "hugepages-1Gi" not in allocatable
     assert capacity["hugepages-2Mi"] == "0" and capacity["memory"] == "16318500Ki"
     assert allocatable["cpu"] == "1900m" and allocatable["pods"] == "110"
+
+
+def lease_owner(seen: Seen) -> str:
+    owners = ((seen.lease() or {}).get("metadata") or {}).get("ownerReferences") or [{}]
+    return str(owners[0].get("uid", ""))
+
+
+def test_a_node_deleted_and_registered_again_gets_a_lease_it_owns(
+    seen: Seen, start: Callable[..., Running], kube: Kube
+) -> None:
+    """kube-controller-manager's garbage collector takes the Lease of a deleted Node: the
+    lease is made again with the new Node as its owner."""
+    first = start()
+    old_uid = first.until(lambda: lease_owner(seen), "the first lease's owner")
+    first.close()
+    kube.core.delete_node(seen.name)
+    second = start()
+    new_uid = second.until(
+        lambda: (uid := _uid_of(seen.node())) != old_uid and uid, "the node registered again"
+    )
+    second.until(lambda: lease_owner(seen) == new_uid, "the lease owned by the new node", 30.0)
+    before = seen.renew_time()
+    second.until(lambda: seen.renew_time() > before, "the new lease renewed")
+
+
+def test_a_lease_orphaned_by_its_deleted_node_is_adopted_by_the_new_one(
+    seen: Seen, start: Callable[..., Running], kube: Kube
+) -> None:
+    """``kubectl delete node --cascade=orphan``: the garbage collector strips the Lease's
+    owner reference and keeps it; the node registered again renews that Lease and makes
+    its new Node the owner, as the kubelet's lease controller does."""
+    first = start()
+    lease_uid = first.until(seen.lease, "the first lease")["metadata"]["uid"]
+    first.close()
+    kube.core.delete_node(seen.name, propagation_policy="Orphan")
+    wait_for("the old node gone", lambda: seen.node() is None, timeout=30.0)
+    assert lease_owner(seen) == "" and _uid_of(seen.lease()) == lease_uid
+    second = start()
+    new_uid = second.until(lambda: _uid_of(seen.node()), "the node registered again")
+    second.until(lambda: lease_owner(seen) == new_uid, "the lease owned by the new node")
+    assert _uid_of(seen.lease()) == lease_uid
+    assert seen.codes("leases", "create") == [201]
+
+
+def _uid_of(obj: dict[str, Any] | None) -> str:
+    return str(((obj or {}).get("metadata") or {}).get("uid") or "")
 
 
 def with_addresses(node: str, *ips: str) -> dict[str, Any]:
