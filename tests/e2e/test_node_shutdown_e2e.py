@@ -9,8 +9,8 @@ SIGTERM is killed when the period ends), critical ones after them; their status 
 ``Terminated``, the kubelet's message, DisruptionTarget), new pods refused, the lock
 closed once the pods are down, and a cancellation that takes the lock again and admits
 pods. Also: a SIGKILLed worker takes a new lock; no bus at all is one log line and the
-rest of pkletd runs; a joined node turns NotReady and the API server gets the pods'
-status. Times are measured from the signal, with generous bounds.
+rest of pkletd runs; a node joined to the real control plane turns NotReady and
+kube-apiserver gets the pods' status. Times are measured from the signal, with generous bounds.
 """
 
 from __future__ import annotations
@@ -28,11 +28,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
-from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube
+from tests.harness.controlplane import ControlPlane
 from tests.harness.logind import Inhibitor, LogindStandIn, PrivateBus
-from tests.harness.node import NODE, Pkletd, api_pod, pod_manifest, wait_for
+from tests.harness.node import NODE, Pkletd, api_pod, join, pod_manifest, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -219,44 +220,59 @@ def test_no_bus_is_one_clear_line_and_pods_still_run(pkletd: Pkletd) -> None:
     assert pkletd.workers()["node-shutdown"]["restarts"] == 0
 
 
+@pytest.fixture
+def joined(cluster_kube: Kube, pkletd: Pkletd) -> Pkletd:
+    """pkletd for the real control plane: stopped before the cluster is cleaned (it
+    would register again)."""
+    return pkletd
+
+
+def in_api(kube: Kube, read: Any, *args: str) -> dict[str, Any]:
+    """An object as the API server holds it, as JSON (``{}`` while there is none)."""
+    try:
+        found = read(*args)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        return {}
+    return dict(kube.api.sanitize_for_serialization(found))
+
+
+def ready_of(kube: Kube) -> dict[str, Any]:
+    node = in_api(kube, kube.core.read_node, NODE)
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == "Ready"), {})
+
+
+def failed_in_api(kube: Kube, name: str) -> dict[str, Any] | None:
+    pod = in_api(kube, kube.core.read_namespaced_pod, name, "default")
+    status = pod.get("status") or {}
+    return status if status.get("phase") == "Failed" else None
+
+
 def test_a_joined_node_turns_not_ready_and_the_api_gets_the_pods_status(
-    pkletd: Pkletd, logind: Logind, apiserver: ApiServer, kube: Kube
+    joined: Pkletd, logind: Logind, control_plane: ControlPlane, cluster_kube: Kube
 ) -> None:
-    with_shutdown(
-        pkletd,
-        logind,
-        shutdownGracePeriod="6s",
-        shutdownGracePeriodCriticalPods="2s",
-        authentication={"x509": {"clientCAFile": str(apiserver.ca_path)}},
-    )
-    pkletd.extra_args += ["--node-ip", "127.0.0.1"]
-    pkletd.join_cluster(apiserver).start()
+    kube = cluster_kube
+    with_shutdown(joined, logind)
+    join(joined, control_plane, shutdownGracePeriod="6s", shutdownGracePeriodCriticalPods="2s")
     manifest = pod_manifest("api-web", grace=30)
     manifest["spec"]["nodeName"] = NODE
+    manifest["spec"]["automountServiceAccountToken"] = False  # service account tokens: issue 10
     kube.core.create_namespaced_pod("default", manifest)
-    pkletd.wait_api_pod("api-web")
-    wait_for("the node Ready", lambda: ready_of(apiserver).get("status") == "True", timeout=30)
+    joined.wait_api_pod("api-web")
+    wait_for("the node Ready", lambda: ready_of(kube).get("status") == "True", timeout=30)
     wait_for("the delay lock", lambda: logind.open_locks(), timeout=15)
 
     logind.standin.prepare_for_shutdown(True)
     ready = wait_for(
         "the node NotReady",
-        lambda: (r := ready_of(apiserver)).get("status") == "False" and r,
+        lambda: (r := ready_of(kube)).get("status") == "False" and r,
         timeout=2 * SLACK_S,
     )
     assert ready["reason"] == "KubeletNotReady" and ready["message"] == "node is shutting down"
-
-    def failed_in_api() -> dict[str, Any] | None:
-        pod = apiserver.store.get("pods", "default", "api-web") or {}
-        status = pod.get("status") or {}
-        return status if status.get("phase") == "Failed" else None
-
-    status = wait_for("the API pod Failed", failed_in_api, timeout=6 + 2 * SLACK_S)
+    status = wait_for(
+        "the API pod Failed", lambda: failed_in_api(kube, "api-web"), timeout=6 + 2 * SLACK_S
+    )
     assert terminated_by_shutdown(status), status
     wait_for("the lock closed", lambda: not logind.open_locks(), timeout=SLACK_S)
-
-
-def ready_of(apiserver: ApiServer) -> dict[str, Any]:
-    node = apiserver.store.get("nodes", "", NODE) or {}
-    conditions = (node.get("status") or {}).get("conditions") or []
-    return next((c for c in conditions if c["type"] == "Ready"), {})

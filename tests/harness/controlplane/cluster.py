@@ -44,7 +44,8 @@ from tests.harness.node import free_port
 START_TIMEOUT = 90.0
 # What kube-apiserver's audit log records (``audit_events``): who reviewed whom, who asked
 # for certificates, the requests kube-apiserver proxies to kubelets, and nodes' lists and
-# watches of pods; nothing else.
+# watches of pods; and every other request a node makes of its Node, its Lease, pods
+# (their status, mirror pods) and events; nothing else.
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
@@ -72,6 +73,18 @@ AUDIT_POLICY = {
                         "pods/portforward",
                     ],
                 },
+            ],
+        },
+        {
+            "level": "Metadata",
+            "userGroups": ["system:nodes"],
+            "resources": [
+                {
+                    "group": "",
+                    "resources": ["nodes", "nodes/status", "pods", "pods/status", "events"],
+                },
+                {"group": "coordination.k8s.io", "resources": ["leases"]},
+                {"group": "events.k8s.io", "resources": ["events"]},
             ],
         },
         {"level": "None"},

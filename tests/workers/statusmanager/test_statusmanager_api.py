@@ -1,8 +1,10 @@
-"""The status manager against the local HTTPS API server (``tests/harness/apiserver``):
-the worker object on its real client and job threads, driven as its lifecycle loop
-drives it, with a real api-watcher whose views of the API (``ApiPodsObserved``) are
-handed on as the parent hands them; checked with what a user sees (``kubectl``, the
-official client) and the server's request log."""
+"""The status manager against the real control plane (kube-apiserver with the Node
+authorizer and NodeRestriction, the real strategic merge patch; ``tests/harness/
+controlplane``): the worker object on its real client and job threads, driven as its
+lifecycle loop drives it, with a real api-watcher whose views of the API
+(``ApiPodsObserved``) are handed on as the parent hands them; checked with what a user
+sees (``kubectl``, the official client) and kube-apiserver's audit log of what the node
+sent."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import select
 import socket
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +39,8 @@ from pkletd.workers.statusmanager import Options, StatusManager
 from pkletd.workers.statusmanager.calls import ClientCalls
 from pkletd.workers.statusmanager.context import ApiAccess
 
-from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube
+from tests.harness.controlplane import ControlPlane
 from tests.workers.statusmanager.statusmanager_helpers import (
     NODE,
     api_pod,
@@ -92,7 +95,7 @@ class Agent:
     outcomes through their fds, and the api-watcher's views as the parent relays them.
     ``run_until`` turns the loop until a condition holds."""
 
-    def __init__(self, server: ApiServer, kubeconfig: Path | None = None) -> None:
+    def __init__(self, server: ControlPlane, kubeconfig: Path | None = None) -> None:
         node = str(server.kubeconfig(user=NODE_USER, groups=["system:nodes"]))
         path = str(kubeconfig) if kubeconfig else node
         self.watcher = Watcher(node)
@@ -142,20 +145,19 @@ class Agent:
 
 
 @pytest.fixture
-def server(apiserver: ApiServer) -> ApiServer:
-    return apiserver
+def server(control_plane: ControlPlane) -> ControlPlane:
+    return control_plane
 
 
 @pytest.fixture
-def kube(server: ApiServer) -> Iterator[Kube]:
-    admin = Kube(server)
-    admin.core.create_node({"metadata": {"name": NODE}})
-    yield admin
-    admin.close()
+def kube(cluster_kube: Kube) -> Kube:
+    """The admin, with the node registered (the Node authorizer knows it)."""
+    cluster_kube.core.create_node({"metadata": {"name": NODE}})
+    return cluster_kube
 
 
 @pytest.fixture
-def agent(server: ApiServer, kube: Kube) -> Iterator[Agent]:
+def agent(server: ControlPlane, kube: Kube) -> Iterator[Agent]:
     made = Agent(server)
     yield made
     made.close()
@@ -181,16 +183,56 @@ def conditions(pod: Obj) -> dict[str, Obj]:
     return {c["type"]: c for c in pod.get("status", {}).get("conditions", [])}
 
 
-def patches(server: ApiServer, name: str = "") -> int:
-    found = server.requests(user=NODE_USER, resource="pods", subresource="status", verb="PATCH")
-    return len([r for r in found if not name or r.name == name])
+class NodeRequests:
+    """What the node sent since the test began (the session's audit log holds earlier
+    tests' requests too), by kube-apiserver's audit log."""
+
+    def __init__(self, server: ControlPlane) -> None:
+        self.server = server
+        self.since = datetime.now(UTC)
+
+    def _recent(self, found: list[dict[str, Any]]) -> list[Obj]:
+        return [e for e in found if _received(e) >= self.since]
+
+    def of(
+        self, resource: str, subresource: str | None = None, verb: str | None = None, name: str = ""
+    ) -> list[Obj]:
+        """The node's completed requests of one kind (``subresource`` None: none)."""
+        found = self._recent(self.server.audit_events(resource, subresource, NODE_USER, verb))
+        return [
+            e
+            for e in found
+            if (e["objectRef"].get("subresource") or None) == subresource
+            and (not name or e["objectRef"].get("name") == name)
+        ]
+
+    def patches(self, name: str = "") -> int:
+        return len(self.of("pods", "status", "patch", name))
+
+    def verbs(self, name: str) -> list[str]:
+        """What the node did to the pod ``name`` and its status, in order."""
+        found = self._recent(self.server.audit_events("pods", None, NODE_USER))
+        return [
+            f"{e['verb']} {e['objectRef'].get('subresource') or ''}".strip()
+            for e in found
+            if e["objectRef"].get("name") == name
+        ]
+
+
+def _received(event: dict[str, Any]) -> datetime:
+    return datetime.fromisoformat(str(event["requestReceivedTimestamp"]))
+
+
+@pytest.fixture
+def sent(server: ControlPlane) -> NodeRequests:
+    return NodeRequests(server)
 
 
 # --- pod status ----------------------------------------------------------------------------
 
 
 def test_status_reaches_the_api_once_and_keeps_what_others_wrote(
-    server: ApiServer, kube: Kube, agent: Agent
+    sent: NodeRequests, kube: Kube, agent: Agent
 ) -> None:
     pod = create_pod(kube, gates=True)
     gate = condition("example.com/ready", when="2025-06-02T00:00:00Z")
@@ -207,55 +249,56 @@ def test_status_reaches_the_api_once_and_keeps_what_others_wrote(
     assert found["Ready"]["status"] == "True"
     agent.worker.on_broadcast(PodStatusUpdated(reported(pod)))  # the same again
     agent.run_for(3 * PERIOD)  # and the watch's echo of the write
-    assert patches(server) == 1
+    assert sent.patches() == 1
     agent.worker.on_broadcast(PodStatusUpdated(reported(pod, ready=False)))
     agent.run_until(lambda: conditions(read(kube, "web"))["Ready"]["status"] == "False", "Ready")
-    # the request log records a request once its reply is sent: it may lag what the reply shows
-    agent.run_until(lambda: patches(server) >= 2, "the second patch in the request log")
-    assert patches(server) == 2
+    # the audit log records a request once its reply is sent: it may lag what the reply shows
+    agent.run_until(lambda: sent.patches() >= 2, "the second patch in the audit log")
+    assert sent.patches() == 2
 
 
 def test_a_pod_recreated_under_its_name_is_not_overwritten(
-    server: ApiServer, kube: Kube, agent: Agent
+    sent: NodeRequests, kube: Kube, agent: Agent
 ) -> None:
     old = create_pod(kube)
     agent.worker.on_snapshot(Snapshot(0, [], {}))
     kube.core.delete_namespaced_pod("web", "default", grace_period_seconds=0)
     new = create_pod(kube)
     agent.worker.on_broadcast(PodStatusUpdated(reported(old)))
-    agent.run_until(lambda: patches(server) == 1, "the refused patch")
+    agent.run_until(lambda: sent.patches() == 1, "the refused patch")
     agent.run_for(2 * PERIOD)
     now = read(kube, "web")
     assert now["metadata"]["uid"] == new["metadata"]["uid"]
     assert now["status"]["phase"] == "Pending"
-    assert patches(server) == 1
+    assert sent.patches() == 1
 
 
 def test_someone_elses_write_is_undone_from_the_watch_without_a_list(
-    server: ApiServer, kube: Kube, agent: Agent
+    sent: NodeRequests, kube: Kube, agent: Agent
 ) -> None:
     pod = create_pod(kube)
     agent.worker.on_snapshot(Snapshot(0, [reported(pod)], {}))
     agent.run_until(lambda: read(kube, "web")["status"]["phase"] == "Running", "the status")
     kube.core.patch_namespaced_pod_status("web", "default", {"status": {"phase": "Unknown"}})
     agent.run_until(lambda: read(kube, "web")["status"]["phase"] == "Running", "the repair")
-    assert patches(server) == 2
-    mine = server.requests(user=NODE_USER, resource="pods")
-    assert [r.verb for r in mine if r.verb not in ("WATCH", "PATCH")] == ["LIST"]  # the watch's
+    assert sent.patches() == 2
+    others = [e["verb"] for e in sent.of("pods") if e["verb"] != "watch"]
+    assert others == ["list"]  # the watch's
 
 
 def test_statuses_catch_up_when_the_server_is_back(
-    server: ApiServer, kube: Kube, agent: Agent
+    server: ControlPlane, sent: NodeRequests, kube: Kube, agent: Agent
 ) -> None:
+    """kube-apiserver is stopped, then started again on its port and etcd."""
     pods = [create_pod(kube, f"p{i}") for i in range(3)]
     agent.worker.on_snapshot(Snapshot(0, [], {}))
-    agent.run_until(lambda: server.request_count(user=NODE_USER, verb="LIST"), "the watch's list")
+    agent.run_until(lambda: sent.of("pods", verb="list"), "the watch's list")
     agent.run_for(PERIOD)
-    server.stop()
+    server.components["kube-apiserver"].stop()
     for pod in pods:
         agent.worker.on_broadcast(PodStatusUpdated(reported(pod)))
     agent.run_for(4 * PERIOD)  # writes fail and back off
-    server.restart()
+    server.restart_apiserver()
 
     def all_running() -> bool:
         return all(read(kube, f"p{i}")["status"]["phase"] == "Running" for i in range(3))
@@ -264,7 +307,7 @@ def test_statuses_catch_up_when_the_server_is_back(
 
 
 def test_a_server_that_does_not_answer_holds_up_nothing(
-    server: ApiServer, kube: Kube, tmp_path: Path
+    server: ControlPlane, kube: Kube, tmp_path: Path
 ) -> None:
     pods = [create_pod(kube, f"p{i}") for i in range(3)]
     with socket.create_server(("127.0.0.1", 0)) as hole:  # accepts, never answers
@@ -284,11 +327,13 @@ def test_a_server_that_does_not_answer_holds_up_nothing(
     assert agent.turns > 3 * TIMEOUT / 0.02 / 2
 
 
-def test_a_restarted_worker_writes_only_what_differs(server: ApiServer, kube: Kube) -> None:
+def test_a_restarted_worker_writes_only_what_differs(
+    server: ControlPlane, sent: NodeRequests, kube: Kube
+) -> None:
     pods = [create_pod(kube, f"p{i}") for i in range(3)]
     first = Agent(server)
     first.worker.on_snapshot(Snapshot(0, [reported(p) for p in pods], {}))
-    first.run_until(lambda: patches(server) == 3, "three statuses")
+    first.run_until(lambda: sent.patches() == 3, "three statuses")
     first.close()
     kube.core.patch_namespaced_pod_status("p1", "default", {"status": {"phase": "Pending"}})
     second = Agent(server)
@@ -296,11 +341,11 @@ def test_a_restarted_worker_writes_only_what_differs(server: ApiServer, kube: Ku
     second.run_until(lambda: read(kube, "p1")["status"]["phase"] == "Running", "p1 again")
     second.run_for(2 * PERIOD)
     second.close()
-    assert patches(server) == 4 and patches(server, "p1") == 2
+    assert sent.patches() == 4 and sent.patches("p1") == 2
 
 
 def test_final_delete_with_the_uid_precondition(
-    server: ApiServer, kube: Kube, agent: Agent
+    sent: NodeRequests, kube: Kube, agent: Agent
 ) -> None:
     pod = create_pod(kube)
     uid = pod["metadata"]["uid"]
@@ -311,8 +356,7 @@ def test_final_delete_with_the_uid_precondition(
     agent.run_until(lambda: agent.bus.sent, "PodDeleted")
     assert agent.bus.sent == [PodDeleted(uid)]
     assert read(kube, "web") == {}
-    verbs = [r.verb for r in server.requests(user=NODE_USER, resource="pods") if r.name == "web"]
-    assert verbs[-2:] == ["PATCH", "DELETE"]  # the final status, then the delete
+    assert sent.verbs("web")[-2:] == ["patch status", "delete"]  # the final status, then the delete
 
 
 # --- mirror pods ---------------------------------------------------------------------------
@@ -334,7 +378,7 @@ def current_mirror(kube: Kube, content_hash: str, not_uid: str = "") -> Obj | No
     return pod
 
 
-def test_mirror_pod_follows_its_static_pod(server: ApiServer, kube: Kube, agent: Agent) -> None:
+def test_mirror_pod_follows_its_static_pod(sent: NodeRequests, kube: Kube, agent: Agent) -> None:
     node_uid = kube.core.read_node(NODE).metadata.uid
     agent.worker.on_snapshot(Snapshot(0, [static_pod(content_hash="h1")], {}))
     created = agent.run_until(lambda: current_mirror(kube, "h1"), "the mirror pod")
@@ -356,15 +400,17 @@ def test_mirror_pod_follows_its_static_pod(server: ApiServer, kube: Kube, agent:
 
     agent.worker.on_broadcast(PodForgotten("h2"))  # the manifest removed
     agent.run_until(lambda: mirror(kube) == {}, "the mirror pod gone")
-    assert server.request_count(user=NODE_USER, resource="nodes", verb="GET") == 1
+    assert len(sent.of("nodes", verb="get")) == 1
 
 
 # --- events --------------------------------------------------------------------------------
 
 
 def events(kube: Kube) -> list[Obj]:
+    """The node's events (kube-controller-manager's own about the Node, such as
+    ``RegisteredNode``, are in the same namespace)."""
     _, found, _ = kube.raw("GET", "/api/v1/namespaces/default/events")
-    return list(found["items"])
+    return [e for e in found["items"] if (e.get("source") or {}).get("host") == NODE]
 
 
 def test_events_are_posted_counted_and_capped(kube: Kube, agent: Agent) -> None:
@@ -393,5 +439,87 @@ def test_events_are_posted_counted_and_capped(kube: Kube, agent: Agent) -> None:
     node_event["involvedObject"] = {"kind": "Node", "name": NODE, "uid": NODE, "apiVersion": "v1"}
     agent.worker.on_broadcast(EventRecorded(node_event))
     agent.run_until(lambda: len(events(kube)) == 3, "the Node's event")
-    shown = json.loads(kube.kubectl("get", "events", "-o", "json").stdout)
-    assert sorted(e["reason"] for e in shown["items"]) == ["BackOff", "NodeReady", "Started"]
+    shown = json.loads(kube.kubectl("get", "events", "-o", "json").stdout)["items"]
+    mine = [e["reason"] for e in shown if e["source"].get("host") == NODE]
+    assert sorted(mine) == ["BackOff", "NodeReady", "Started"]
+
+
+# --- what the real strategic merge patch keeps ---------------------------------------------
+
+
+def not_ready(pod: Obj) -> Obj:
+    """``pod`` as reported while its container is not ready, with the kubelet's reasons."""
+    body = reported(pod, ready=False)
+    why = "containers with unready status: [app]"
+    for found in body["status"]["conditions"]:
+        if found["type"] in ("Ready", "ContainersReady"):
+            found.update(reason="ContainersNotReady", message=why)
+    return body
+
+
+def test_dropped_reasons_and_a_changed_ip_leave_nothing_behind(kube: Kube, agent: Agent) -> None:
+    pod = create_pod(kube)
+    agent.worker.on_snapshot(Snapshot(0, [not_ready(pod)], {}))
+    agent.run_until(
+        lambda: (
+            conditions(read(kube, "web")).get("Ready", {}).get("reason") == "ContainersNotReady"
+        ),
+        "Ready=False with its reason",
+    )
+    agent.worker.on_broadcast(PodStatusUpdated(reported(pod, ip="10.88.0.9")))
+    agent.run_until(lambda: read(kube, "web")["status"]["podIP"] == "10.88.0.9", "the new IP")
+    status = read(kube, "web")["status"]
+    assert status["podIPs"] == [{"ip": "10.88.0.9"}]
+    ready = conditions(read(kube, "web"))["Ready"]
+    assert ready["status"] == "True" and "reason" not in ready and "message" not in ready
+    kinds = [c["type"] for c in status["conditions"]]
+    assert kinds == [
+        "PodReadyToStartContainers",
+        "Initialized",
+        "Ready",
+        "ContainersReady",
+        "PodScheduled",
+    ]
+
+
+def test_a_mirror_pod_noderestriction_refuses_holds_up_no_other_status(
+    sent: NodeRequests, kube: Kube, agent: Agent
+) -> None:
+    """A static pod naming a service account may not have a mirror pod (NodeRestriction:
+    403); its creates are retried with the back-off, and the node's other pods' statuses
+    go on being written."""
+    static = static_pod(content_hash="sa")
+    static["spec"]["serviceAccountName"] = "default"
+    pod = create_pod(kube)
+    agent.worker.on_snapshot(Snapshot(0, [static, reported(pod)], {}))
+    agent.run_until(lambda: read(kube, "web")["status"]["phase"] == "Running", "the status")
+    refused = agent.run_until(lambda: sent.of("pods", verb="create"), "a mirror pod create")
+    assert [_code(e) for e in refused] == [403] * len(refused)
+    agent.run_for(4 * OPTIONS.retry_max)  # the back-off reaches its longest wait
+    before = len(sent.of("pods", verb="create"))
+    agent.run_for(5 * OPTIONS.retry_max)
+    assert mirror(kube) == {}
+    again = len(sent.of("pods", verb="create")) - before
+    assert 1 <= again <= 5 + 1, again  # tried again, once per longest wait at most
+    agent.worker.on_broadcast(PodStatusUpdated(reported(pod, ready=False)))
+    agent.run_until(lambda: conditions(read(kube, "web"))["Ready"]["status"] == "False", "Ready")
+
+
+def _code(event: Obj) -> int:
+    return int((event.get("responseStatus") or {}).get("code", 0))
+
+
+def test_a_repeated_event_whose_event_was_deleted_is_created_again(
+    sent: NodeRequests, kube: Kube, agent: Agent
+) -> None:
+    agent.worker.on_snapshot(Snapshot(0, [], {}))
+    now = time.time()
+    agent.worker.on_broadcast(EventRecorded(event(when=now)))
+    (posted,) = agent.run_until(lambda: events(kube), "the event")
+    kube.core.delete_namespaced_event(posted["metadata"]["name"], "default")
+    agent.worker.on_broadcast(EventRecorded(event(when=now + 1)))
+    (again,) = agent.run_until(lambda: events(kube), "the event again")
+    assert again["metadata"]["name"] == posted["metadata"]["name"]
+    assert again["count"] == 2
+    tried = [(e["verb"], _code(e)) for e in sent.of("events")]
+    assert tried == [("create", 201), ("patch", 404), ("create", 201)]
