@@ -111,6 +111,16 @@ def running(kube: Kube, name: str) -> Any:
     return wait_for(f"{name} Running and ready in the API", check, timeout=60)
 
 
+def schedulable(kube: Kube, name: str) -> bool:
+    """Ready, and without the ``node.kubernetes.io/not-ready`` taint kube-apiserver gives
+    a new Node until kube-controller-manager's node lifecycle controller sees it Ready:
+    until then the scheduler places nothing there that does not tolerate it."""
+    node = kube.core.read_node(name)
+    return node_ready(kube, name) and not any(
+        t.key.startswith("node.kubernetes.io/") for t in node.spec.taints or []
+    )
+
+
 def node_ready(kube: Kube, name: str) -> bool:
     node = kube.core.read_node(name)
     return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
@@ -314,7 +324,7 @@ def test_kubectl_run_lands_on_the_node_and_kubectl_delete_removes_it(
     pkletd: Pkletd, control_plane: ControlPlane, kube: Kube
 ) -> None:
     join(pkletd, control_plane)
-    wait_for("the node Ready", lambda: node_ready(kube, pkletd.node), timeout=60)
+    wait_for("the node schedulable", lambda: schedulable(kube, pkletd.node), timeout=90)
     overrides = '{"spec": {"automountServiceAccountToken": false, "hostNetwork": true}}'
     kube.kubectl("run", "web", f"--image={BUSYBOX}", "--image-pull-policy=Never",
                  f"--overrides={overrides}", "--command", "--", "sh", "-c", RUN)  # fmt: skip
@@ -328,7 +338,7 @@ def test_a_deployments_pods_run_on_the_node(
     pkletd: Pkletd, control_plane: ControlPlane, kube: Kube
 ) -> None:
     join(pkletd, control_plane)
-    wait_for("the node Ready", lambda: node_ready(kube, pkletd.node), timeout=60)
+    wait_for("the node schedulable", lambda: schedulable(kube, pkletd.node), timeout=90)
     kube.kubectl("create", "deployment", "web", f"--image={BUSYBOX}", "--replicas=3",
                  "--", "sh", "-c", RUN)  # fmt: skip
 
