@@ -284,8 +284,17 @@ def test_cache_reads_again_when_another_pod_references_the_object(
     wait_for("the second GET logged", lambda: gets(requests, "conf") == 2)
 
 
+def token_requests(requests: Requests, account: str) -> list[int]:
+    """The response codes of the node's TokenRequests for ``account``, in order."""
+    made = requests.made("serviceaccounts", "create", "default", account)
+    return [e["responseStatus"]["code"] for e in made if e["objectRef"]["subresource"] == "token"]
+
+
 def test_tokens_are_bound_to_the_pod_and_refreshed_at_80_percent(
-    agents: Callable[..., Agent], kube: Kube, caplog: pytest.LogCaptureFixture
+    agents: Callable[..., Agent],
+    kube: Kube,
+    requests: Requests,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
     clock = FakeClock(wall=time.time())
@@ -302,6 +311,7 @@ def test_tokens_are_bound_to_the_pod_and_refreshed_at_80_percent(
     bound = claims(vault.token)["kubernetes.io"]
     assert bound["pod"] == {"name": "web", "uid": web["metadata"]["uid"]}
     assert bound["serviceaccount"]["name"] == "default"
+    assert bound["node"]["name"] == NODE  # kube-apiserver binds it to the pod's node too
     assert claims(api.token)["aud"] == ["https://kubernetes.default.svc.cluster.local"]
 
     clock.step(0.79 * 600)  # not yet: 80 % of its lifetime has not passed
@@ -313,10 +323,11 @@ def test_tokens_are_bound_to_the_pod_and_refreshed_at_80_percent(
     assert fresh.audience == "vault" and fresh.token != vault.token and not fresh.error
     for token in (vault.token, api.token, fresh.token):
         assert token not in caplog.text
+    wait_for("three requests", lambda: token_requests(requests, "default") == [201] * 3)
 
 
 def test_a_failed_token_request_is_reported_and_retried(
-    agents: Callable[..., Agent], kube: Kube
+    agents: Callable[..., Agent], kube: Kube, requests: Requests
 ) -> None:
     kube.core.create_namespaced_service_account("default", {"metadata": {"name": "robot"}})
     web = pod(kube, "web", serviceAccountName="robot", volumes=volumes(token_volume({"path": "t"})))
@@ -327,6 +338,8 @@ def test_a_failed_token_request_is_reported_and_retried(
     assert (failed.token, failed.error) == ("", 'serviceaccounts "robot" not found')
     kube.core.create_namespaced_service_account("default", {"metadata": {"name": "robot"}})
     agent.run_until(lambda: agent.tokens()[-1].token, "the token after the back-off")
+    wait_for("the token issued", lambda: token_requests(requests, "robot")[-1:] == [201])
+    assert token_requests(requests, "robot")[0] == 404  # the first, for the account gone
 
 
 def test_services_are_sent_for_the_pods_namespaces_and_default(
