@@ -54,8 +54,10 @@ def test_watches_resume_after_a_drop_and_relist_after_410(
     make_apiserver: Callable[..., ApiServer], agents: Callable[..., Agent]
 ) -> None:
     """On the test API server: kube-apiserver ends a watch only at its timeout or when it
-    stops, never mid-stream at a moment a test picks (``drop_watches``), and its watch
-    cache keeps no compacted history a resumed watch can be refused from at once."""
+    stops, never cut off mid-stream (``drop_watches(abrupt=True)``: the connection closed
+    without the chunked stream's end) while the server goes on serving. Resuming after
+    kube-apiserver restarts, and the relist after etcd's 410, are in
+    ``test_podobjects_cluster.py``."""
     server = make_apiserver(bookmark_interval=3600.0)  # the watch stays at its list's version
     admin = Kube(server)
     try:

@@ -3,7 +3,9 @@ authorizer and NodeRestriction, kube-controller-manager's TTL controller), with 
 own credentials: the worker object on its real client, reflector threads and job threads,
 driven as its lifecycle loop drives it, with what it sends the parent captured; checked
 against what the API holds and what kube-apiserver's audit log shows of the node's
-requests (``Requests``: the watches still open, the lists and gets made).
+requests (``Requests``: the watches still open, the lists and gets made). Watches
+resume after kube-apiserver restarts, and relist after etcd's 410 (a control plane of the
+test's own, without the watch cache).
 
 What the real server legitimately does otherwise than the test API server, taken as the
 expectation here: kube-controller-manager's TTL controller gives the node its
@@ -427,3 +429,50 @@ def test_a_killed_worker_process_sends_everything_again(
     for token in (first["token"], again["token"]):
         assert isinstance(token, TokenIssued) and token.token.encode() not in logs
     assert SECRET_VALUE.encode() not in logs and secret.encode() not in logs
+
+
+# --- watches across kube-apiserver restarts ---------------------------------------------
+
+
+def test_watches_resume_after_a_restart_and_relist_after_410(
+    make_control_plane: Callable[..., ControlPlane],
+) -> None:
+    """kube-apiserver ends its watches when it stops: the worker resumes from where it was
+    (no new list), and once etcd has compacted that revision (no watch cache: etcd's own
+    ``410 Gone``) it lists again."""
+    plane = make_control_plane(watch_cache=False)
+    admin = Kube(plane)
+    agent: Agent | None = None
+    try:
+        admin.core.create_node({"metadata": {"name": NODE}})
+        config_map(admin, "conf")
+        requests = Requests.since_now(plane)
+        agent = Agent(plane, Options(NODE))
+        agent.start(pod(admin, "web", volumes=volumes({"configMap": {"name": "conf"}})))
+        agent.wait_object("conf")
+        agent.run_until(lambda: requests.open_watches("configmaps", "default"), "the watch")
+        lists = len(requests.made("configmaps", "list", "default"))
+
+        plane.restart_apiserver()
+        admin.core.patch_namespaced_config_map("conf", "default", {"data": {"key": "two"}})
+        agent.run_until(lambda: latest_strings(agent, "conf") == {"key": "two"}, "two", 30)
+        assert len(requests.made("configmaps", "list", "default")) == lists  # resumed
+
+        config_map(admin, "bystander", "kube-system")  # history moves on...
+        plane.compact()  # ...and is forgotten: resuming the watch gets 410
+        plane.restart_apiserver()
+        admin.core.patch_namespaced_config_map("conf", "default", {"data": {"key": "three"}})
+        agent.run_until(lambda: latest_strings(agent, "conf") == {"key": "three"}, "three", 30)
+        wait_for(
+            "the relist",
+            lambda: len(requests.made("configmaps", "list", "default")) == lists + 1,
+        )
+    finally:
+        if agent is not None:
+            agent.close()
+        admin.close()
+
+
+def latest_strings(agent: Agent, name: str) -> dict[str, str] | None:
+    sent = agent.objects(name)
+    return sent[-1].strings if sent else None
