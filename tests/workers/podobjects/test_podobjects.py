@@ -90,8 +90,9 @@ def test_a_refused_read_is_an_error_until_allowed(
     agents: Callable[..., Agent], kube: Kube, apiserver: ApiServer
 ) -> None:
     """On the test API server: its authorizer can be swapped for one refusing secrets
-    and restored; kube-apiserver's Node authorizer refuses only what the node's pods do
-    not reference, and that can never become allowed without another pod."""
+    and restored, so the same pod's secret is refused and then allowed. kube-apiserver's
+    Node authorizer refuses only what no pod of the node references (that case, allowed
+    once a pod of the node references it, is in ``test_podobjects_cluster.py``)."""
 
     def no_secrets(attributes: Attributes) -> Decision:
         if attributes.resource == "secrets":

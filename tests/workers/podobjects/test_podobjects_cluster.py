@@ -431,6 +431,29 @@ def test_a_killed_worker_process_sends_everything_again(
     assert SECRET_VALUE.encode() not in logs and secret.encode() not in logs
 
 
+def test_a_secret_the_node_authorizer_refuses_is_an_error_until_a_pod_of_the_node_uses_it(
+    agents: Callable[..., Agent], kube: Kube, requests: Requests
+) -> None:
+    """The worker hears of a pod the Node authorizer does not tie to the node (bound to
+    another one): its secret is refused (403), an error, not missing; once a pod of the
+    node references it, the read after the back-off gets it."""
+    kube.core.create_namespaced_secret("default", {"metadata": {"name": "locked"}})
+    locked = [{"name": "locked"}]
+    elsewhere = pod(kube, "elsewhere", nodeName="other-node", imagePullSecrets=locked)
+    agent = agents()
+    agent.start(elsewhere)
+    refused = agent.wait_object("locked")
+    assert not refused.missing
+    assert refused.error.startswith(
+        'secrets "locked" is forbidden: User "system:node:testnode" cannot list resource'
+    )
+    assert refused.error.endswith("no relationship found between node 'testnode' and this object")
+    pod(kube, "web", imagePullSecrets=locked)
+    agent.run_until(lambda: not agent.objects("locked")[-1].error, "read after the back-off", 35)
+    codes = [e["responseStatus"]["code"] for e in requests.made("secrets", "list", "default")]
+    assert codes[0] == 403 and codes[-1] == 200
+
+
 # --- watches across kube-apiserver restarts ---------------------------------------------
 
 
