@@ -43,9 +43,10 @@ from tests.harness.node import free_port
 
 START_TIMEOUT = 90.0
 # What kube-apiserver's audit log records (``audit_events``): who reviewed whom, who asked
-# for certificates, the requests kube-apiserver proxies to kubelets, and nodes' lists and
-# watches of pods; and every other request a node makes of its Node, its Lease, pods
-# (their status, mirror pods) and events; nothing else.
+# for certificates, the requests kube-apiserver proxies to kubelets, nodes' lists and
+# watches of pods; every other request a node makes of its Node, its Lease, pods (their
+# status, mirror pods) and events; and nodes' reads of the objects their pods use
+# (Secrets, ConfigMaps, ServiceAccounts and their tokens, RuntimeClasses); nothing else.
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
@@ -56,6 +57,14 @@ AUDIT_POLICY = {
             "userGroups": ["system:nodes"],
             "verbs": ["list", "watch"],
             "resources": [{"group": "", "resources": ["pods"]}],
+        },
+        {
+            "level": "Metadata",
+            "userGroups": ["system:nodes"],
+            "resources": [
+                {"group": "", "resources": ["secrets", "configmaps", "serviceaccounts/token"]},
+                {"group": "node.k8s.io", "resources": ["runtimeclasses"]},
+            ],
         },
         {
             "level": "Metadata",

@@ -1,6 +1,7 @@
 """Credential provider plugins end to end, on the real containerd and the htpasswd
 registry: a small plugin script in a bin dir of the test's, named by a
-CredentialProviderConfig given with the kubelet's flags. A private image is pulled with
+CredentialProviderConfig given with the kubelet's flags, on a node of the real control
+plane. A private image is pulled with
 the plugin's credentials and no pull secret, and the plugin runs once for two pulls
 within its cacheDuration; wrong credentials from it are ErrImagePull with the registry's
 401, then ImagePullBackOff; a provider that cannot be registered stops the start."""
@@ -12,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube
+from tests.harness.controlplane import ControlPlane
 from tests.harness.node import PKLETD, Pkletd, join, wait_for
 from tests.harness.registry import Registry
 from tests.supervisor.credentialproviders.plugin_helpers import (
@@ -37,6 +38,8 @@ from tests.supervisor.pods.test_image_pull_auth import (
 
 pytestmark = pytest.mark.slow
 private_registry = test_image_pull_auth.private_registry  # the htpasswd registry's fixture
+kube = test_image_pull_auth.kube  # the cluster's admin
+pkletd = test_image_pull_auth.pkletd  # the node, stopped before the cluster is cleaned
 
 
 def with_plugin(agent: Pkletd, registry: Registry, password: str) -> Path:
@@ -60,11 +63,11 @@ def with_plugin(agent: Pkletd, registry: Registry, password: str) -> Path:
 
 
 def test_a_private_image_is_pulled_with_the_plugins_credentials_once_cached(
-    pkletd: Pkletd, apiserver: ApiServer, kube: Kube, private_registry: Registry
+    pkletd: Pkletd, control_plane: ControlPlane, kube: Kube, private_registry: Registry
 ) -> None:
     first, second = push_private(private_registry, "plug1"), push_private(private_registry, "plug2")
     log = with_plugin(pkletd, private_registry, PASSWORD)
-    join(pkletd, apiserver)
+    join(pkletd, control_plane)
     kube.core.create_namespaced_pod("default", private_pod(pkletd, "first", first))
     pkletd.wait_api_pod("first", timeout=60)
     kube.core.create_namespaced_pod("default", private_pod(pkletd, "second", second))
@@ -86,11 +89,11 @@ def test_a_private_image_is_pulled_with_the_plugins_credentials_once_cached(
 
 
 def test_wrong_credentials_from_the_plugin_are_err_image_pull_then_back_off(
-    pkletd: Pkletd, apiserver: ApiServer, kube: Kube, private_registry: Registry
+    pkletd: Pkletd, control_plane: ControlPlane, kube: Kube, private_registry: Registry
 ) -> None:
     image = push_private(private_registry, "plugwrong")
     with_plugin(pkletd, private_registry, WRONG)
-    join(pkletd, apiserver)
+    join(pkletd, control_plane)
     kube.core.create_namespaced_pod("default", private_pod(pkletd, "wrong", image))
 
     refused = refusal(private_registry, image)

@@ -1,8 +1,10 @@
 """Pulls from a private registry (docker-registry with htpasswd, ``tests/harness/registry.py``)
 on the real containerd: CRI ``AuthConfig`` as ``CriRuntime.pull_image`` sends it, the
 registry's refusal without credentials or with a wrong password; and end to end, pods of
-the test API server pulling with their image pull secrets (or their service account's),
-ErrImagePull with the registry's 401 and then ImagePullBackOff without the right one.
+a node of the real control plane pulling with their image pull secrets (or their service
+account's, which kube-apiserver's ServiceAccount admission copies into the pod), read with
+the node's credentials, ErrImagePull with the registry's 401 and then ImagePullBackOff
+without the right one.
 
 Every test pushes an image under a name of its own; the module removes them from
 containerd when it is done."""
@@ -19,9 +21,9 @@ import pytest
 from pkletd.ipc.apimodel.podspec import PodUID
 from pkletd.ipc.runtime.cri import CriError, CriRuntime, RegistryAuth, SandboxSpec
 
-from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube
 from tests.harness.containerd import PrivateContainerd, cri_target
+from tests.harness.controlplane import ControlPlane
 from tests.harness.images import labelled_busybox
 from tests.harness.node import Pkletd, free_port, join, pod_manifest, wait_for
 from tests.harness.registry import Registry
@@ -87,7 +89,18 @@ def test_refused_without_the_right_credentials(
     assert cri.image_status(image) is None
 
 
-# --- through pkletd, a node of the test API server ----------------------------------------
+# --- through pkletd, a node of the real control plane --------------------------------------
+
+
+@pytest.fixture
+def kube(cluster_kube: Kube) -> Kube:
+    return cluster_kube
+
+
+@pytest.fixture
+def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
+    """The node is stopped before the cluster is cleaned (it would register again)."""
+    return pkletd
 
 
 def dockerconfigjson(registry: Registry, password: str) -> dict[str, Any]:
@@ -131,8 +144,19 @@ def pod_events(agent: Pkletd, name: str) -> list[tuple[str, str, str]]:
     ]
 
 
+def secret_reads(plane: ControlPlane, agent: Pkletd, name: str) -> list[tuple[str, int]]:
+    """The node's completed requests for the Secret ``name``, as kube-apiserver's audit log
+    has them: (verb, response code)."""
+    events = plane.audit_events("secrets", user=f"system:node:{agent.node}")
+    return [
+        (str(e["verb"]), int(e["responseStatus"]["code"]))  # type: ignore[index]
+        for e in events
+        if e["objectRef"]["name"] == name  # type: ignore[index]
+    ]
+
+
 def test_a_private_image_is_pulled_with_the_pods_or_its_service_accounts_secret(
-    pkletd: Pkletd, apiserver: ApiServer, kube: Kube, private_registry: Registry
+    pkletd: Pkletd, control_plane: ControlPlane, kube: Kube, private_registry: Registry
 ) -> None:
     own, inherited = push_private(private_registry, "own"), push_private(private_registry, "sa")
     kube.core.create_namespaced_secret(
@@ -141,7 +165,7 @@ def test_a_private_image_is_pulled_with_the_pods_or_its_service_accounts_secret(
     kube.core.create_namespaced_service_account(
         "default", {"metadata": {"name": "puller"}, "imagePullSecrets": [{"name": "regcred"}]}
     )
-    join(pkletd, apiserver)
+    join(pkletd, control_plane)
     kube.core.create_namespaced_pod("default", private_pod(pkletd, "own", own, "gone", "regcred"))
     kube.core.create_namespaced_pod(
         "default", private_pod(pkletd, "inherited", inherited, serviceAccountName="puller")
@@ -158,16 +182,23 @@ def test_a_private_image_is_pulled_with_the_pods_or_its_service_accounts_secret(
     )
     assert ("Normal", "Pulling", f'Pulling image "{own}"') in seen
     assert [r for _, r, _ in pod_events(pkletd, "inherited")][:2] == ["Pulling", "Pulled"]
+    # kube-apiserver's ServiceAccount admission copied the account's secrets into the pod
+    inherited_spec = kube.core.read_namespaced_pod("inherited", "default").spec
+    assert [s.name for s in inherited_spec.image_pull_secrets] == ["regcred"]
+    # each listed (and then watched) by its name, by the node itself: the Node authorizer
+    # lets it see its pods' secrets, and "gone" is an empty list
+    for name in ("regcred", "gone"):
+        assert ("list", 200) in secret_reads(control_plane, pkletd, name), name
 
 
 def test_refused_without_a_secret_or_with_a_wrong_password(
-    pkletd: Pkletd, apiserver: ApiServer, kube: Kube, private_registry: Registry
+    pkletd: Pkletd, control_plane: ControlPlane, kube: Kube, private_registry: Registry
 ) -> None:
     image = push_private(private_registry, "refused")
     kube.core.create_namespaced_secret(
         "default", {"metadata": {"name": "stale"}, **dockerconfigjson(private_registry, WRONG)}
     )
-    join(pkletd, apiserver)
+    join(pkletd, control_plane)
     kube.core.create_namespaced_pod("default", private_pod(pkletd, "anonymous", image))
     kube.core.create_namespaced_pod("default", private_pod(pkletd, "wrong", image, "stale"))
 

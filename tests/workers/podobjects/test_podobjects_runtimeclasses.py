@@ -1,7 +1,8 @@
 """The pod-objects worker follows the cluster's RuntimeClasses as the kubelet's RuntimeClass
 manager does (one list+watch of all of them, with the node's own credentials), against the
-local API server: nothing before the first list, then every class's handler, again when a
-class comes or goes, and never twice the same."""
+real control plane (kube-apiserver's Node authorizer lets a node read RuntimeClasses; its
+audit log shows the node's list): nothing before the first list, then every class's
+handler, again when a class comes or goes, and never twice the same."""
 
 from __future__ import annotations
 
@@ -13,24 +14,29 @@ import pytest
 from pkletd.ipc.bus.messages import RuntimeClassesListed
 from pkletd.workers.podobjects import Options
 
-from tests.harness.apiserver import ApiServer
 from tests.harness.apiserver.client import Kube
-from tests.workers.podobjects.test_podobjects import NODE, Agent
+from tests.harness.controlplane import ControlPlane
+from tests.workers.podobjects.podobjects_helpers import NODE, NODE_USER, Agent
+
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def classes_api(apiserver: ApiServer) -> Iterator[kubernetes.client.NodeV1Api]:
-    admin = Kube(apiserver)
-    admin.core.create_node({"metadata": {"name": NODE}})
-    yield kubernetes.client.NodeV1Api(admin.api)
-    admin.close()
+def classes_api(cluster_kube: Kube) -> kubernetes.client.NodeV1Api:
+    cluster_kube.core.create_node({"metadata": {"name": NODE}})
+    return kubernetes.client.NodeV1Api(cluster_kube.api)
 
 
 @pytest.fixture
-def agent(apiserver: ApiServer, classes_api: Any) -> Iterator[Agent]:
-    found = Agent(apiserver, Options(NODE))
+def agent(control_plane: ControlPlane, classes_api: Any) -> Iterator[Agent]:
+    found = Agent(control_plane, Options(NODE))
     yield found
     found.close()
+
+
+def node_lists(plane: ControlPlane) -> int:
+    """The node's completed lists of RuntimeClasses, as the audit log has them."""
+    return len(plane.audit_events("runtimeclasses", user=NODE_USER, verb="list"))
 
 
 def create(api: kubernetes.client.NodeV1Api, name: str, handler: str) -> None:
@@ -42,8 +48,9 @@ def listed(agent: Agent) -> list[dict[str, str]]:
 
 
 def test_every_class_is_sent_once_listed_and_again_when_one_comes_or_goes(
-    agent: Agent, classes_api: kubernetes.client.NodeV1Api
+    agent: Agent, classes_api: kubernetes.client.NodeV1Api, control_plane: ControlPlane
 ) -> None:
+    lists_before = node_lists(control_plane)
     create(classes_api, "fast", "runc")
     agent.start()
     # the first list, at resourceVersion 0, may be served from the server's cache a moment
@@ -57,6 +64,7 @@ def test_every_class_is_sent_once_listed_and_again_when_one_comes_or_goes(
     sent = listed(agent)
     assert sent[-3:] == [{"fast": "runc"}, both, {"test": "runc-test"}]
     assert all(a != b for a, b in zip(sent, sent[1:], strict=False))  # never twice the same
+    assert node_lists(control_plane) == lists_before + 1  # then the watch alone
 
 
 def test_an_empty_cluster_is_sent_as_no_classes(agent: Agent) -> None:

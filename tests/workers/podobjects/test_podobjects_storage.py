@@ -31,7 +31,7 @@ from pkletd.workers.podobjects.polled import UNSETTLED_S
 
 from tests.harness.apiserver.client import Kube
 from tests.harness.controlplane import ControlPlane
-from tests.workers.podobjects.test_podobjects import NODE, Agent, pod
+from tests.workers.podobjects.podobjects_helpers import NODE, Agent, pod
 
 DRIVER = "hostpath.csi.test"
 STORAGE_RESOURCES = (
@@ -82,7 +82,7 @@ def resource_of(url: str) -> str:
 
 @pytest.fixture
 def agent(control_plane: ControlPlane, kube: Kube, sent: list[Sent]) -> Iterator[Agent]:
-    found = Agent(control_plane, Options(NODE))  # type: ignore[arg-type]
+    found = Agent(control_plane, Options(NODE))
     yield found
     found.close()
 
