@@ -207,7 +207,11 @@ def cluster_kube(control_plane: ControlPlane, request: pytest.FixtureRequest) ->
 
 @pytest.fixture
 def pkletd(clean_runtime: PrivateContainerd, request: pytest.FixtureRequest) -> Iterator[Pkletd]:
-    """A pkletd (not yet started) on the test containerd; stopped and checked after."""
+    """A pkletd (not yet started) on the test containerd; stopped and checked after. In a
+    test on the real control plane it is stopped before ``cluster_kube`` cleans up (a
+    running node would register its Node again)."""
+    if "cluster_kube" in request.fixturenames:
+        request.getfixturevalue("cluster_kube")
     agent = Pkletd(clean_runtime.address, **getattr(request, "param", {}))
     try:
         yield agent

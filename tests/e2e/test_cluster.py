@@ -32,12 +32,6 @@ def kube(cluster_kube: Kube) -> Kube:
     return cluster_kube
 
 
-@pytest.fixture
-def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
-    """The node is stopped before the cluster is cleaned (it would register again)."""
-    return pkletd
-
-
 def node_on(daemon: PrivateContainerd, control_plane: ControlPlane, name: str) -> Pkletd:
     """A pkletd (not started) joining the control plane, its kubelet API at 127.0.0.1."""
     agent = Pkletd(daemon.address, node=name).join_cluster(control_plane)

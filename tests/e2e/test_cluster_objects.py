@@ -36,12 +36,6 @@ def kube(cluster_kube: Kube) -> Kube:
 
 
 @pytest.fixture
-def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
-    """The node is stopped before the cluster is cleaned (it would register again)."""
-    return pkletd
-
-
-@pytest.fixture
 def node(pkletd: Pkletd, control_plane: ControlPlane) -> Iterator[Pkletd]:
     yield join(pkletd, control_plane)
 

@@ -28,12 +28,6 @@ def kube(cluster_kube: Kube) -> Kube:
     return cluster_kube
 
 
-@pytest.fixture
-def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
-    """The node is stopped before the cluster is cleaned (it would register again)."""
-    return pkletd
-
-
 def kubeadm_command_line(
     pkletd: Pkletd, kubeconfig_args: Sequence[str], drop_ins: Path | None = None
 ) -> list[str]:

@@ -20,12 +20,6 @@ def kube(cluster_kube: Kube) -> Kube:
 
 
 @pytest.fixture
-def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
-    """The node is stopped before the cluster is cleaned (it would register again)."""
-    return pkletd
-
-
-@pytest.fixture
 def node(pkletd: Pkletd, control_plane: ControlPlane) -> Iterator[Pkletd]:
     resolv = pkletd.base / "resolv.conf"
     resolv.write_text("nameserver 192.0.2.1\nsearch corp.example\n")

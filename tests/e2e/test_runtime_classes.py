@@ -32,12 +32,6 @@ def kube(cluster_kube: Kube) -> Kube:
 
 
 @pytest.fixture
-def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
-    """The node is stopped before the cluster is cleaned (it would register again)."""
-    return pkletd
-
-
-@pytest.fixture
 def node(pkletd: Pkletd, control_plane: ControlPlane, clean_runtime: PrivateContainerd) -> Pkletd:
     """Joined; kube-scheduler binds the classes' pods to it."""
     clean_runtime.require_handler(TEST_HANDLER)

@@ -48,12 +48,6 @@ def kube(cluster_kube: Kube) -> Kube:
 
 
 @pytest.fixture
-def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
-    """The node is stopped before the cluster is cleaned (it would register again)."""
-    return pkletd
-
-
-@pytest.fixture
 def own_kube() -> Iterator[Callable[[ControlPlane], Kube]]:
     """The admin's ``Kube`` for a control plane of the test's own, closed afterwards."""
     made: list[Kube] = []

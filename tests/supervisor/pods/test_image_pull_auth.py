@@ -97,12 +97,6 @@ def kube(cluster_kube: Kube) -> Kube:
     return cluster_kube
 
 
-@pytest.fixture
-def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
-    """The node is stopped before the cluster is cleaned (it would register again)."""
-    return pkletd
-
-
 def dockerconfigjson(registry: Registry, password: str) -> dict[str, Any]:
     """A ``kubernetes.io/dockerconfigjson`` Secret's body, as ``kubectl create secret
     docker-registry`` makes it (``auth``: base64 of ``user:password``)."""

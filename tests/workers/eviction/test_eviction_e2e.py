@@ -91,12 +91,6 @@ def kube(cluster_kube: Kube) -> Kube:
     return cluster_kube
 
 
-@pytest.fixture
-def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
-    """The node is stopped before the cluster is cleaned (it would register again)."""
-    return pkletd
-
-
 def joined(pkletd: Pkletd, control_plane: ControlPlane, **eviction: Any) -> None:
     pkletd.extra_args += ["--eviction-monitoring-period", "1s"]
     pkletd.extra_args += ["--node-status-update-frequency", "1s"]

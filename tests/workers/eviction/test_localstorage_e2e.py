@@ -35,12 +35,6 @@ def kube(cluster_kube: Kube) -> Kube:
     return cluster_kube
 
 
-@pytest.fixture
-def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
-    """The node is stopped before the cluster is cleaned (it would register again)."""
-    return pkletd
-
-
 def joined(pkletd: Pkletd, control_plane: ControlPlane) -> None:
     pkletd.extra_args += ["--eviction-monitoring-period", "1s"]
     # replaces the default thresholds whole: the host's disks cannot evict anyone here

@@ -43,12 +43,6 @@ def kube(cluster_kube: Kube) -> Kube:
     return cluster_kube
 
 
-@pytest.fixture
-def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
-    """The node is stopped before the cluster is cleaned (it would register again)."""
-    return pkletd
-
-
 def service_account_token(kube: Kube, name: str) -> str:
     """A token of the service account ``name`` (made now) from the TokenRequest API."""
     account = {"metadata": {"name": name}}

@@ -34,12 +34,6 @@ def kube(cluster_kube: Kube) -> Kube:
     return cluster_kube
 
 
-@pytest.fixture
-def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
-    """The node is stopped before the cluster is cleaned (it would register again)."""
-    return pkletd
-
-
 def prometheus_token(kube: Kube) -> str:
     """A token of Prometheus's service account, bound to a ClusterRole that may get
     ``nodes/metrics`` and nothing else, as a cluster's Prometheus is set up."""

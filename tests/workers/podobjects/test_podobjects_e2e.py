@@ -55,12 +55,6 @@ def kube(cluster_kube: Kube) -> Kube:
     return cluster_kube
 
 
-@pytest.fixture
-def pkletd(kube: Kube, pkletd: Pkletd) -> Pkletd:
-    """The node is stopped before the cluster is cleaned (it would register again)."""
-    return pkletd
-
-
 def test_a_pod_reads_its_objects_and_survives_a_killed_worker(
     pkletd: Pkletd, control_plane: ControlPlane, kube: Kube
 ) -> None:
