@@ -41,20 +41,24 @@ def node(pkletd: Pkletd, control_plane: ControlPlane) -> Iterator[Pkletd]:
     yield join(pkletd, control_plane)
 
 
-@pytest.fixture
-def driver(node: Pkletd, tmp_path: Path) -> Iterator[CsiDriverProcess]:
+def run_driver(node: Pkletd, tmp_path: Path, **options: Any) -> Iterator[CsiDriverProcess]:
+    """The test CSI driver for ``node``, registering through its plugins_registry."""
     config = DriverConfig.for_kubelet(
         node.root_dir,
         DRIVER,
         "hostpath-node-1",
         data_dir=tmp_path / "data",
         calls=tmp_path / "calls.jsonl",
-        max_volumes=5,
-        topology={TOPOLOGY: NODE},
+        **options,
     )
     process = CsiDriverProcess(config)
     yield process
     process.stop()
+
+
+@pytest.fixture
+def driver(node: Pkletd, tmp_path: Path) -> Iterator[CsiDriverProcess]:
+    yield from run_driver(node, tmp_path, max_volumes=5, topology={TOPOLOGY: NODE})
 
 
 def csinode(kube: Kube) -> dict[str, Any] | None:
@@ -206,17 +210,7 @@ RESTRICTED = "topology.pkletd.kubernetes.io/node"  # kubernetes.io, not a kubele
 
 @pytest.fixture
 def restricted_driver(node: Pkletd, tmp_path: Path) -> Iterator[CsiDriverProcess]:
-    config = DriverConfig.for_kubelet(
-        node.root_dir,
-        DRIVER,
-        "hostpath-node-1",
-        data_dir=tmp_path / "data",
-        calls=tmp_path / "calls.jsonl",
-        topology={RESTRICTED: NODE},
-    )
-    process = CsiDriverProcess(config)
-    yield process
-    process.stop()
+    yield from run_driver(node, tmp_path, topology={RESTRICTED: NODE})
 
 
 def test_a_driver_whose_topology_label_noderestriction_refuses_is_not_registered(
