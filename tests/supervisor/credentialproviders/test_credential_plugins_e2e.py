@@ -39,7 +39,6 @@ from tests.supervisor.pods.test_image_pull_auth import (
 pytestmark = pytest.mark.slow
 private_registry = test_image_pull_auth.private_registry  # the htpasswd registry's fixture
 kube = test_image_pull_auth.kube  # the cluster's admin
-pkletd = test_image_pull_auth.pkletd  # the node, stopped before the cluster is cleaned
 
 
 def with_plugin(agent: Pkletd, registry: Registry, password: str) -> Path:
