@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes.client.rest import ApiException
 
 from tests.conftest import CONTAINERD_TEST_DIR
-from tests.harness.apiserver.client import Kube
+from tests.harness.apiserver.client import Kube, found_or_none
 from tests.harness.containerd import PrivateContainerd, list_pod_sandboxes, remove_all_pods
 from tests.harness.controlplane import ControlPlane
 from tests.harness.node import BUSYBOX, Pkletd, join, wait_for
@@ -81,12 +80,7 @@ def pod(name: str, node: str, grace: int = 2, network: bool = False) -> dict[str
 
 def api_pod(kube: Kube, name: str) -> Any:
     """The pod in the API, None while there is none."""
-    try:
-        return kube.core.read_namespaced_pod(name, "default")
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
-        return None
+    return found_or_none(kube.core.read_namespaced_pod, name, "default")
 
 
 def running(kube: Kube, name: str) -> Any:
@@ -254,13 +248,7 @@ def test_killed_cluster_workers_lose_no_status(cluster: list[Pkletd], kube: Kube
 
 
 def _exists(read: Any) -> bool:
-    try:
-        read()
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
-        return False
-    return True
+    return found_or_none(read) is not None
 
 
 def _names(kube: Kube) -> list[str]:

@@ -28,9 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
-from tests.harness.apiserver.client import Kube
+from tests.harness.apiserver.client import Kube, found_or_none
 from tests.harness.controlplane import ControlPlane
 from tests.harness.logind import Inhibitor, LogindStandIn, PrivateBus
 from tests.harness.node import NODE, Pkletd, api_pod, join, pod_manifest, wait_for
@@ -229,13 +228,8 @@ def joined(cluster_kube: Kube, pkletd: Pkletd) -> Pkletd:
 
 def in_api(kube: Kube, read: Any, *args: str) -> dict[str, Any]:
     """An object as the API server holds it, as JSON (``{}`` while there is none)."""
-    try:
-        found = read(*args)
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
-        return {}
-    return dict(kube.api.sanitize_for_serialization(found))
+    found = found_or_none(read, *args)
+    return {} if found is None else dict(kube.api.sanitize_for_serialization(found))
 
 
 def ready_of(kube: Kube) -> dict[str, Any]:

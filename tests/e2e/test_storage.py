@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from tests.harness.apiserver.client import Kube
+from tests.harness.apiserver.client import Kube, found_or_none
 from tests.harness.controlplane import ControlPlane
 from tests.harness.csidriver import CsiDriverProcess, DriverConfig
 from tests.harness.node import BUSYBOX, NODE, Pkletd, exec_in, join, wait_for
@@ -150,12 +150,7 @@ def mount_count(path: Path) -> int:
 def api_claim(kube: Kube, name: str) -> Any:
     """The claim in the API, None while there is none (the ephemeral volume controller
     makes a pod's claim after the pod)."""
-    try:
-        return kube.core.read_namespaced_persistent_volume_claim(name, "default")
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
-        return None
+    return found_or_none(kube.core.read_namespaced_persistent_volume_claim, name, "default")
 
 
 def claim_bound(kube: Kube, name: str) -> bool:

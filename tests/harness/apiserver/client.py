@@ -150,6 +150,16 @@ def eventually(probe: Callable[[], T | None], timeout: float = 10.0, what: str =
         time.sleep(0.02)
 
 
+def found_or_none(read: Callable[..., T], *args: Any) -> T | None:
+    """``read(*args)``, or None when the API answers 404 (any other error is raised)."""
+    try:
+        return read(*args)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        return None
+
+
 def expect_failure(call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
     """Call an API method that must fail; the Status body the server sent.
 
